@@ -1,0 +1,77 @@
+#include "backend/backend.h"
+
+#include "core/error.h"
+
+namespace fathom {
+namespace {
+void expect_f32(const Tensor& t, const char* op, const char* what) {
+  check(t.dtype() == DType::f32, op, ": ", what, " must be f32, got ", dtype_name(t.dtype()));
+}
+}  // namespace
+
+void Backend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) {
+  expect_f32(x, "matmul", "x");
+  expect_f32(y, "matmul", "y");
+  check(w.dtype() == DType::f32 || w.dtype() == DType::bf16, "matmul: weight dtype ", dtype_name(w.dtype()),
+        " is not supported (f32, bf16)");
+  check(x.rank() == 2 && w.rank() == 2 && y.rank() == 2, "matmul: expected 2-D x, w, y; got ", x.shape_string(),
+        " ", w.shape_string(), " ", y.shape_string());
+  check(x.dim(1) == w.dim(1), "matmul: x ", x.shape_string(), " and w ", w.shape_string(), " disagree on K");
+  check(y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0), "matmul: y ", y.shape_string(), " should be [",
+        x.dim(0), ", ", w.dim(0), "]");
+  if (bias) {
+    expect_f32(*bias, "matmul", "bias");
+    check(bias->numel() == w.dim(0), "matmul: bias has ", bias->numel(), " elements for N=", w.dim(0));
+  }
+  matmul_impl(x, w, bias, y, bf16_inputs);
+}
+
+void Backend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
+  expect_f32(x, "rms_norm", "x");
+  expect_f32(w, "rms_norm", "weight");
+  expect_f32(y, "rms_norm", "y");
+  check(x.numel() == y.numel() && x.numel() % w.numel() == 0 && x.dim(-1) == w.numel(),
+        "rms_norm: x ", x.shape_string(), ", weight ", w.shape_string(), ", y ", y.shape_string(), " disagree");
+  rms_norm_impl(x, w, eps, y);
+}
+
+void Backend::rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
+  expect_f32(x, "rope", "x");
+  check(x.rank() == 3 && cos.rank() == 2 && cos.shape() == sin.shape() && cos.dim(0) == x.dim(0) &&
+            2 * cos.dim(1) <= x.dim(2),
+        "rope: x ", x.shape_string(), " and cos ", cos.shape_string(), " disagree");
+  rope_impl(x, cos, sin);
+}
+
+void Backend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check(gate.shape() == up.shape() && gate.numel() == out.numel(), "silu_mul: shapes ", gate.shape_string(), " ",
+        up.shape_string(), " ", out.shape_string(), " disagree");
+  silu_mul_impl(gate, up, out);
+}
+
+void Backend::add_inplace(Tensor& x, const Tensor& y) {
+  check(x.numel() == y.numel(), "add: shapes ", x.shape_string(), " and ", y.shape_string(), " disagree");
+  add_inplace_impl(x, y);
+}
+
+void Backend::embedding(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) {
+  check(table.rank() == 2 && out.rank() == 2 && out.dim(0) == int64_t(ids.size()) && out.dim(1) == table.dim(1),
+        "embedding: table ", table.shape_string(), ", ", ids.size(), " ids, out ", out.shape_string());
+  for (int32_t id : ids)
+    check(id >= 0 && id < table.dim(0), "embedding: token id ", id, " is out of range [0, ", table.dim(0), ")");
+  embedding_impl(table, ids, out);
+}
+
+void Backend::attention(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) {
+  expect_f32(q, "attention", "q");
+  check(q.rank() == 3 && q.shape() == out.shape(), "attention: q ", q.shape_string(), " out ", out.shape_string());
+  check(q.dim(2) == kv.head_dim && q.dim(1) % kv.kv_heads == 0, "attention: q ", q.shape_string(),
+        " does not fit ", kv.kv_heads, " kv heads of dim ", kv.head_dim);
+  check(p.first_position >= 0 && p.first_position + q.dim(0) <= kv.length, "attention: queries at [",
+        p.first_position, ", ", p.first_position + q.dim(0), ") but the cache holds ", kv.length);
+  check(kv.dtype == DType::f32 || kv.dtype == DType::bf16, "attention: KV dtype ", dtype_name(kv.dtype),
+        " is not supported");
+  attention_impl(q, kv, p, out);
+}
+
+}  // namespace fathom

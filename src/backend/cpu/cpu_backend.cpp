@@ -1,0 +1,114 @@
+// The CPU implementation of Backend: argument checks happened in Backend;
+// here each op splits its work over the thread pool and calls a kernel.
+#include <algorithm>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/elementwise.h"
+#include "backend/cpu/kernels.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace fathom {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() : pool_(ThreadPool::global()), isa_(cpu::detect_isa()), matmul_slice_(cpu::matmul_slice_for(isa_)) {}
+
+  std::string name() const override { return std::string("cpu-") + cpu::isa_name(isa_); }
+
+ protected:
+  void matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) override {
+    cpu::MatmulArgs a;
+    a.M = x.dim(0);
+    a.K = x.dim(1);
+    a.N = w.dim(0);
+    a.x = x.data<float>();
+    a.w = w.raw();
+    a.w_dtype = w.dtype();
+    a.bias = bias ? bias->data<float>() : nullptr;
+    a.y = y.data<float>();
+    if (bf16_inputs) {
+      // Round x once; the kernels then multiply bf16 values exactly in f32.
+      rounded_.resize(size_t(a.M * a.K));
+      rounded_bf16_.resize(size_t(a.M * a.K));
+      for (int64_t i = 0; i < a.M * a.K; ++i) {
+        rounded_bf16_[i] = f32_to_bf16(a.x[i]);
+        rounded_[i] = bf16_to_f32(rounded_bf16_[i]);
+      }
+      a.x = rounded_.data();
+      a.xb = rounded_bf16_.data();
+    }
+    auto slice = matmul_slice_;
+    pool_.parallel_for(a.N, 16, [&](int64_t n0, int64_t n1) { slice(a, n0, n1); });
+  }
+
+  void rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
+    const int64_t d = w.numel();
+    const int64_t rows = x.numel() / d;
+    pool_.parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
+      cpu::rms_norm_rows(x.data<float>(), w.data<float>(), eps, d, r0, r1, y.data<float>());
+    });
+  }
+
+  void rope_impl(Tensor& x, const Tensor& cos, const Tensor& sin) override {
+    const int64_t t = x.dim(0);
+    auto body = [&](int64_t t0, int64_t t1) {
+      cpu::rope_rows(x.data<float>(), cos.data<float>(), sin.data<float>(), x.dim(1), x.dim(2), cos.dim(1), t0, t1);
+    };
+    if (t == 1) body(0, 1);  // one token: not worth waking the pool
+    else pool_.parallel_for(t, 1, body);
+  }
+
+  void silu_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    pool_.parallel_for(gate.numel(), 64, [&](int64_t i0, int64_t i1) {
+      cpu::silu_mul_range(gate.data<float>(), up.data<float>(), out.data<float>(), i0, i1);
+    });
+  }
+
+  void add_inplace_impl(Tensor& x, const Tensor& y) override {
+    cpu::add_range(x.data<float>(), y.data<float>(), 0, x.numel());
+  }
+
+  void embedding_impl(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) override {
+    const int64_t d = table.dim(1);
+    const size_t row_bytes = size_t(d) * dtype_size(table.dtype());
+    for (size_t i = 0; i < ids.size(); ++i)
+      cpu::widen_row(static_cast<const char*>(table.raw()) + size_t(ids[i]) * row_bytes, table.dtype(), d,
+                     out.data<float>() + int64_t(i) * d);
+  }
+
+  void attention_impl(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) override {
+    const int64_t t = q.dim(0), heads = q.dim(1);
+    const int threads = pool_.size();
+    scores_.resize(size_t(threads));
+    for (auto& s : scores_) s.resize(size_t(kv.length));
+    // Work items are (row, head) pairs so decode (one row) still uses every thread.
+    const int64_t items = t * heads;
+    pool_.run([&](int thread, int count) {
+      const int64_t i0 = items * thread / count, i1 = items * (thread + 1) / count;
+      for (int64_t i = i0; i < i1;) {
+        const int64_t row = i / heads, h0 = i % heads;
+        const int64_t h1 = std::min(heads, h0 + (i1 - i));
+        cpu::attention_rows(q.data<float>(), heads, kv, p, row, row + 1, h0, h1, scores_[thread].data(),
+                            out.data<float>());
+        i += h1 - h0;
+      }
+    });
+  }
+
+ private:
+  ThreadPool& pool_;
+  cpu::Isa isa_;
+  cpu::MatmulSlice matmul_slice_;
+  std::vector<float> rounded_;
+  std::vector<bf16_t> rounded_bf16_;
+  std::vector<std::vector<float>> scores_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace fathom

@@ -1,0 +1,34 @@
+#include "backend/cpu/kernels.h"
+
+namespace fathom::cpu {
+
+Isa detect_isa() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512bf16"))
+    return Isa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
+#endif
+  return Isa::portable;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    case Isa::portable: return "portable";
+  }
+  return "?";
+}
+
+MatmulSlice matmul_slice_for(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return matmul_slice_avx512;
+    case Isa::avx2: return matmul_slice_avx2;
+    case Isa::portable: return matmul_slice_reference;
+  }
+  return matmul_slice_reference;
+}
+
+}  // namespace fathom::cpu

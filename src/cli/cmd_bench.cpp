@@ -1,0 +1,96 @@
+// fathom bench --model DIR --prompt-tokens 512 --gen-tokens 128 [--threads N]
+// Prefill and decode are timed separately; with --repeat the medians are reported.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/common_options.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/generator.h"
+#include "engine/sampler.h"
+
+namespace fathom::cli {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  struct Options {
+    ModelOptions model;
+    int64_t prompt_tokens = 512;
+    int64_t gen_tokens = 128;
+    int repeat = 1;
+  };
+  auto o = std::make_shared<Options>();
+  o->model.add_to(app);
+  app.add_option("--prompt-tokens", o->prompt_tokens, "prompt length")->capture_default_str();
+  app.add_option("--gen-tokens", o->gen_tokens, "tokens to decode")->capture_default_str();
+  app.add_option("--repeat", o->repeat, "runs; medians are reported")->capture_default_str();
+  return [o] {
+    check(o->prompt_tokens > 0, "--prompt-tokens must be positive, got ", o->prompt_tokens);
+    check(o->gen_tokens > 0, "--gen-tokens must be positive, got ", o->gen_tokens);
+    check(o->repeat > 0, "--repeat must be positive, got ", o->repeat);
+    auto model = o->model.load();
+    const auto& config = model->config();
+    std::mt19937 rng(1234);
+    std::uniform_int_distribution<int32_t> pick(0, int32_t(config.vocab_size - 1));
+    std::vector<int32_t> prompt(static_cast<size_t>(o->prompt_tokens));
+    for (auto& id : prompt) id = pick(rng);
+    const auto policy = o->model.prefill_policy();
+
+    using clock = std::chrono::steady_clock;
+    std::vector<double> prefill_tps, decode_tps;
+    int64_t kv_bytes = 0;
+    for (int r = 0; r < o->repeat; ++r) {
+      auto state = model->new_state(o->prompt_tokens + o->gen_tokens);
+      kv_bytes = state->bytes();
+      const auto t0 = clock::now();
+      Tensor logits = prefill(*model, *state, prompt, policy, false);
+      const auto t1 = clock::now();
+      int32_t next = argmax({logits.data<float>(), size_t(config.vocab_size)});
+      for (int64_t i = 0; i < o->gen_tokens; ++i) {
+        logits = model->forward({next}, *state, false);
+        next = argmax({logits.data<float>(), size_t(config.vocab_size)});
+      }
+      const auto t2 = clock::now();
+      prefill_tps.push_back(double(o->prompt_tokens) / std::chrono::duration<double>(t1 - t0).count());
+      decode_tps.push_back(double(o->gen_tokens) / std::chrono::duration<double>(t2 - t1).count());
+    }
+    nlohmann::json out = {
+        {"model", o->model.model_dir},
+        {"model_type", config.model_type},
+        {"backend", model->backend_name()},
+        {"dtype", compute_dtype_name(model->compute_dtype())},
+        {"threads", ThreadPool::global().size()},
+        {"prompt_tokens", o->prompt_tokens},
+        {"gen_tokens", o->gen_tokens},
+        {"repeat", o->repeat},
+        {"prefill_tok_s", median(prefill_tps)},
+        {"decode_tok_s", median(decode_tps)},
+        {"weight_bytes", model->weight_bytes()},
+        {"kv_bytes", kv_bytes},
+        {"peak_rss_bytes", peak_rss_bytes()},
+    };
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  };
+}
+
+}  // namespace fathom::cli

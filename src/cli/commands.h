@@ -1,0 +1,15 @@
+#pragma once
+// Each subcommand registers its options on the app and returns the function
+// that runs it once parsing succeeded.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace fathom::cli {
+
+using Command = std::function<int()>;
+
+Command add_logits_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
+
+}  // namespace fathom::cli

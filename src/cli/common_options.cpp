@@ -1,0 +1,55 @@
+#include "cli/common_options.h"
+
+#include <thread>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/model_config.h"
+
+namespace fathom::cli {
+
+void ModelOptions::add_to(CLI::App& app) {
+  app.add_option("--model", model_dir, "Hugging Face model folder")->required();
+  app.add_option("--dtype", dtype, "compute dtype: auto, f32 or bf16")->capture_default_str();
+  app.add_option("--threads", threads, "worker threads (0: all cores)")->capture_default_str();
+  app.add_option("--prefill-chunk", prefill_chunk, "tokens per prefill chunk")->capture_default_str();
+}
+
+std::unique_ptr<Model> ModelOptions::load() const {
+  check(threads >= 0, "--threads must be >= 0, got ", threads);
+  check(prefill_chunk > 0, "--prefill-chunk must be positive, got ", prefill_chunk);
+  ThreadPool::set_global_threads(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency())));
+  LoadOptions options;
+  if (dtype == "auto") {
+    const ModelConfig config = load_model_config(model_dir);
+    const bool half = config.weights_dtype == "bfloat16" || config.weights_dtype == "float16";
+    options.dtype = half ? ComputeDType::bf16 : ComputeDType::f32;
+  } else {
+    options.dtype = parse_compute_dtype(dtype);
+  }
+  return load_model(model_dir, options);
+}
+
+std::vector<int32_t> parse_id_list(const std::string& text, const char* flag) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  check(!text.empty(), flag, ": empty id list");
+  while (pos <= text.size()) {
+    const size_t end = std::min(text.find(',', pos), text.size());
+    const std::string part = text.substr(pos, end - pos);
+    size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    check(used == part.size() && used > 0 && value >= INT32_MIN && value <= INT32_MAX, flag,
+          ": \"", part, "\" is not a token id");
+    ids.push_back(int32_t(value));
+    pos = end + 1;
+  }
+  return ids;
+}
+
+}  // namespace fathom::cli

@@ -1,0 +1,28 @@
+#pragma once
+// Options shared by the model-running subcommands, and their parsing.
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/prefill_policy.h"
+#include "model/model.h"
+
+namespace fathom::cli {
+
+struct ModelOptions {
+  std::string model_dir;
+  std::string dtype = "auto";  // auto: bf16 for bf16/f16 checkpoints, else f32
+  int threads = 0;             // 0: every hardware thread
+  int64_t prefill_chunk = FixedPrefillPolicy::kDefaultChunk;
+
+  void add_to(CLI::App& app);
+  // Sets up the thread pool and loads the model.
+  std::unique_ptr<Model> load() const;
+  FixedPrefillPolicy prefill_policy() const { return FixedPrefillPolicy(prefill_chunk); }
+};
+
+// "5,17,42" → {5, 17, 42}; throws naming the bad element.
+std::vector<int32_t> parse_id_list(const std::string& text, const char* flag);
+
+}  // namespace fathom::cli

@@ -1,0 +1,53 @@
+// The fathom binary. Every error reaches the user as one line on stderr and a
+// non-zero exit code.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fathom: LLM inference engine"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, fathom::cli::Command> commands;
+  auto add = [&](const char* name, const char* help, fathom::cli::Command (*make)(CLI::App&)) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    commands[sub] = make(*sub);
+  };
+  add("logits", "write the logits after every prompt position to a .npy file", fathom::cli::add_logits_command);
+  add("generate", "generate tokens and print them as JSON", fathom::cli::add_generate_command);
+  add("bench", "measure prefill and decode speed", fathom::cli::add_bench_command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string names;
+    bool known = false;
+    for (const auto& [sub, run] : commands) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || (argc > 1 && sub->get_name() == argv[1]);
+    }
+    if (argc > 1 && argv[1][0] != '-' && !known) {
+      std::fprintf(stderr, "error: unknown command \"%s\" (commands: %s)\n", argv[1], names.c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.get_exit_code() ? e.get_exit_code() : 2;
+  }
+  try {
+    for (auto& [sub, run] : commands)
+      if (sub->parsed()) return run();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}

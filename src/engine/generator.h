@@ -1,0 +1,41 @@
+#pragma once
+// Runs one sequence: chunked prefill of the prompt, then token-by-token decode.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/prefill_policy.h"
+#include "engine/sampler.h"
+#include "model/model.h"
+
+namespace fathom {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_new_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int64_t> stop_ids;  // generation ends after emitting one of these
+};
+
+struct GenerationResult {
+  std::vector<int32_t> ids;     // generated ids only
+  std::string finish_reason;    // "stop" or "length"
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;  // from the first decode step to the last token
+};
+
+// Checks every prompt id against the vocabulary; throws naming the bad one.
+void validate_token_ids(const std::vector<int32_t>& ids, int64_t vocab_size);
+
+// Prefills `prompt` into `state` in chunks chosen by `policy`. Returns the
+// logits of every prompt position ([T, vocab]) when all_logits, else of the last.
+Tensor prefill(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt,
+               const PrefillPolicy& policy, bool all_logits);
+
+// Generates; on_token (optional) sees each id as it is produced.
+GenerationResult generate(const Model& model, const PrefillPolicy& policy, const GenerationRequest& request,
+                          const std::function<void(int32_t)>& on_token = {});
+
+}  // namespace fathom

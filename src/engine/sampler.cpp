@@ -1,0 +1,90 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace fathom {
+
+void SamplingParams::validate() const {
+  check(std::isfinite(temperature) && temperature >= 0.0f, "temperature must be >= 0, got ", temperature);
+  check(top_k >= 0, "top_k must be >= 0, got ", top_k);
+  check(top_p > 0.0f && top_p <= 1.0f, "top_p must be in (0, 1], got ", top_p);
+  check(min_p >= 0.0f && min_p <= 1.0f, "min_p must be in [0, 1], got ", min_p);
+  check(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f, "repetition_penalty must be > 0, got ",
+        repetition_penalty);
+}
+
+int32_t argmax(std::span<const float> logits) {
+  return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) { params_.validate(); }
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  work_.assign(logits.begin(), logits.end());
+  const int64_t vocab = int64_t(work_.size());
+  if (params_.repetition_penalty != 1.0f) {
+    // Once per distinct id, however often it occurred (as transformers does).
+    std::vector<int32_t> seen(history.begin(), history.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t id : seen) {
+      if (id < 0 || id >= vocab) continue;
+      float& l = work_[id];
+      l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+    }
+  }
+  if (params_.temperature == 0.0f) return argmax(work_);
+
+  for (auto& l : work_) l /= params_.temperature;
+  // Candidates sorted by logit, best first.
+  order_.resize(size_t(vocab));
+  std::iota(order_.begin(), order_.end(), 0);
+  int64_t keep = vocab;
+  if (params_.top_k > 0 && params_.top_k < vocab) {
+    keep = params_.top_k;
+    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(),
+                      [&](int32_t a, int32_t b) { return work_[a] > work_[b]; });
+  } else {
+    std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) { return work_[a] > work_[b]; });
+  }
+  // Softmax over the kept candidates.
+  const float max_logit = work_[order_[0]];
+  std::vector<double> probs(static_cast<size_t>(keep));
+  double total = 0.0;
+  for (int64_t i = 0; i < keep; ++i) total += probs[i] = std::exp(double(work_[order_[i]] - max_logit));
+  for (auto& p : probs) p /= total;
+  if (params_.top_p < 1.0f) {
+    double cumulative = 0.0;
+    int64_t cut = keep;
+    for (int64_t i = 0; i < keep; ++i) {
+      cumulative += probs[i];
+      if (cumulative >= params_.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+    keep = cut;
+  }
+  if (params_.min_p > 0.0f) {
+    const double threshold = params_.min_p * probs[0];
+    int64_t cut = 1;
+    while (cut < keep && probs[cut] >= threshold) ++cut;
+    keep = cut;
+  }
+  double kept_total = 0.0;
+  for (int64_t i = 0; i < keep; ++i) kept_total += probs[i];
+  std::uniform_real_distribution<double> uniform(0.0, kept_total);
+  const double r = uniform(rng_);
+  double acc = 0.0;
+  for (int64_t i = 0; i < keep; ++i) {
+    acc += probs[i];
+    if (r < acc) return order_[i];
+  }
+  return order_[keep - 1];
+}
+
+}  // namespace fathom

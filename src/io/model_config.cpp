@@ -1,0 +1,186 @@
+#include "io/model_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace fathom {
+
+using nlohmann::json;
+
+const char* layer_kind_name(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::full_attention: return "full_attention";
+    case LayerKind::sliding_attention: return "sliding_attention";
+    case LayerKind::linear_attention: return "linear_attention";
+  }
+  return "?";
+}
+
+namespace {
+
+template <typename T>
+T require(const json& j, const char* key) {
+  check(j.contains(key) && !j[key].is_null(), "config.json: missing required field \"", key, "\"");
+  try {
+    return j[key].get<T>();
+  } catch (const std::exception&) {
+    fail("config.json: field \"", key, "\" has the wrong type: ", j[key].dump());
+  }
+}
+
+template <typename T>
+T optional_field(const json& j, const char* key, T fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  try {
+    return j[key].get<T>();
+  } catch (const std::exception&) {
+    fail("config.json: field \"", key, "\" has the wrong type: ", j[key].dump());
+  }
+}
+
+std::vector<int64_t> token_id_list(const json& v) {
+  if (v.is_number_integer()) return {v.get<int64_t>()};
+  if (v.is_array()) {
+    std::vector<int64_t> ids;
+    for (auto& x : v)
+      if (x.is_number_integer()) ids.push_back(x.get<int64_t>());
+    return ids;
+  }
+  return {};
+}
+
+// rope_parameters (transformers 5) or rope_theta + rope_scaling (older configs).
+RopeConfig parse_rope(const json& c) {
+  RopeConfig r;
+  json params = json::object();
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
+    params = c["rope_parameters"];
+    // Models with per-layer-type RoPE nest one dict per layer type; dense
+    // decoders use full_attention's.
+    if (params.contains("full_attention") && params["full_attention"].is_object())
+      params = params["full_attention"];
+  } else if (c.contains("rope_scaling") && c["rope_scaling"].is_object()) {
+    params = c["rope_scaling"];
+  }
+  r.theta = optional_field<double>(params, "rope_theta", optional_field<double>(c, "rope_theta", 10000.0));
+  r.type = optional_field<std::string>(params, "rope_type", optional_field<std::string>(params, "type", "default"));
+  r.partial_rotary_factor = optional_field<double>(
+      params, "partial_rotary_factor", optional_field<double>(c, "partial_rotary_factor", 1.0));
+  if (params.contains("factor") && !params["factor"].is_null()) r.factor = params["factor"].get<double>();
+  r.low_freq_factor = optional_field<double>(params, "low_freq_factor", 1.0);
+  r.high_freq_factor = optional_field<double>(params, "high_freq_factor", 4.0);
+  if (params.contains("original_max_position_embeddings") && !params["original_max_position_embeddings"].is_null())
+    r.original_max_position_embeddings = params["original_max_position_embeddings"].get<int64_t>();
+  if (params.contains("attention_factor") && !params["attention_factor"].is_null())
+    r.attention_factor = params["attention_factor"].get<double>();
+  r.beta_fast = optional_field<double>(params, "beta_fast", 32.0);
+  r.beta_slow = optional_field<double>(params, "beta_slow", 1.0);
+  if (params.contains("mscale") && !params["mscale"].is_null()) r.mscale = params["mscale"].get<double>();
+  if (params.contains("mscale_all_dim") && !params["mscale_all_dim"].is_null())
+    r.mscale_all_dim = params["mscale_all_dim"].get<double>();
+  r.truncate = optional_field<bool>(params, "truncate", true);
+  if (r.type == "mrope") r.type = "default";  // text-only use of multimodal rope
+  check(r.type == "default" || r.type == "linear" || r.type == "llama3" || r.type == "yarn",
+        "config.json: unsupported rope type \"", r.type, "\" (supported: default, linear, llama3, yarn)");
+  if (r.type != "default")
+    check(r.factor.has_value() || r.type == "yarn", "config.json: rope type ", r.type, " needs a factor");
+  return r;
+}
+
+LayerKind parse_layer_kind(const std::string& s) {
+  if (s == "full_attention") return LayerKind::full_attention;
+  if (s == "sliding_attention") return LayerKind::sliding_attention;
+  if (s == "linear_attention") return LayerKind::linear_attention;
+  fail("config.json: unknown layer type \"", s, "\" in layer_types");
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const json& root) {
+  check(root.is_object(), "config.json: not a JSON object");
+  // Multimodal folders nest the language model's config under text_config.
+  const json& c = root.contains("text_config") && root["text_config"].is_object() ? root["text_config"] : root;
+  ModelConfig m;
+  m.model_type = optional_field<std::string>(c, "model_type", optional_field<std::string>(root, "model_type", ""));
+  check(!m.model_type.empty(), "config.json: missing \"model_type\"");
+  m.vocab_size = require<int64_t>(c, "vocab_size");
+  m.hidden_size = require<int64_t>(c, "hidden_size");
+  m.intermediate_size = require<int64_t>(c, "intermediate_size");
+  m.num_layers = require<int64_t>(c, "num_hidden_layers");
+  m.num_heads = require<int64_t>(c, "num_attention_heads");
+  m.num_kv_heads = optional_field<int64_t>(c, "num_key_value_heads", m.num_heads);
+  check(m.vocab_size > 0 && m.hidden_size > 0 && m.intermediate_size > 0 && m.num_layers > 0 &&
+            m.num_heads > 0 && m.num_kv_heads > 0,
+        "config.json: sizes must be positive");
+  check(m.num_heads % m.num_kv_heads == 0, "config.json: num_attention_heads (", m.num_heads,
+        ") is not a multiple of num_key_value_heads (", m.num_kv_heads, ")");
+  m.head_dim = optional_field<int64_t>(c, "head_dim", m.hidden_size / m.num_heads);
+  check(m.head_dim > 0 && m.head_dim % 2 == 0, "config.json: head_dim must be positive and even, got ", m.head_dim);
+  m.rms_norm_eps = optional_field<double>(c, "rms_norm_eps", 1e-6);
+  m.max_position_embeddings = optional_field<int64_t>(c, "max_position_embeddings", 4096);
+  m.tie_word_embeddings = optional_field<bool>(c, "tie_word_embeddings", optional_field<bool>(root, "tie_word_embeddings", false));
+  m.rope = parse_rope(c);
+  check(m.rotary_dim() % 2 == 0 && m.rotary_dim() <= m.head_dim, "config.json: rotary dim ", m.rotary_dim(),
+        " must be even and at most head_dim");
+
+  const bool attention_bias = optional_field<bool>(c, "attention_bias", false);
+  m.mlp_bias = optional_field<bool>(c, "mlp_bias", false);
+  if (m.model_type == "qwen2") {
+    m.qkv_bias = true;  // Qwen2 always has q/k/v biases and none on o_proj
+    m.o_bias = false;
+  } else {
+    m.qkv_bias = attention_bias;
+    m.o_bias = attention_bias;
+  }
+  m.qk_norm = m.model_type == "qwen3";
+
+  if (c.contains("sliding_window") && c["sliding_window"].is_number_integer())
+    m.sliding_window = c["sliding_window"].get<int64_t>();
+  if (c.contains("layer_types") && c["layer_types"].is_array()) {
+    for (auto& t : c["layer_types"]) {
+      check(t.is_string(), "config.json: layer_types entries must be strings");
+      m.layer_types.push_back(parse_layer_kind(t.get<std::string>()));
+    }
+    check(int64_t(m.layer_types.size()) == m.num_layers, "config.json: layer_types has ", m.layer_types.size(),
+          " entries for ", m.num_layers, " layers");
+  } else {
+    // Older configs: Mistral windows every layer; Qwen2/3 window layers from
+    // max_window_layers on when use_sliding_window is set.
+    const bool qwen = m.model_type == "qwen2" || m.model_type == "qwen3";
+    const bool use_sliding = qwen ? optional_field<bool>(c, "use_sliding_window", false) : m.sliding_window.has_value();
+    const int64_t first_sliding = qwen ? optional_field<int64_t>(c, "max_window_layers", 0) : 0;
+    for (int64_t i = 0; i < m.num_layers; ++i)
+      m.layer_types.push_back(use_sliding && m.sliding_window && i >= first_sliding ? LayerKind::sliding_attention
+                                                                                   : LayerKind::full_attention);
+  }
+  for (LayerKind k : m.layer_types)
+    if (k == LayerKind::sliding_attention)
+      check(m.sliding_window.has_value() && *m.sliding_window > 0,
+            "config.json: sliding_attention layers need a positive sliding_window");
+
+  if (c.contains("eos_token_id")) m.eos_token_ids = token_id_list(c["eos_token_id"]);
+  else if (root.contains("eos_token_id")) m.eos_token_ids = token_id_list(root["eos_token_id"]);
+  if (c.contains("bos_token_id") && c["bos_token_id"].is_number_integer()) m.bos_token_id = c["bos_token_id"].get<int64_t>();
+  m.weights_dtype = optional_field<std::string>(c, "dtype", optional_field<std::string>(c, "torch_dtype", ""));
+  return m;
+}
+
+ModelConfig load_model_config(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  check(fs::is_directory(model_dir), "model folder not found: ", model_dir);
+  const fs::path path = fs::path(model_dir) / "config.json";
+  std::ifstream in(path);
+  check(bool(in), "cannot read ", path.string());
+  json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    fail(path.string(), ": invalid JSON: ", e.what());
+  }
+  return parse_model_config(j);
+}
+
+}  // namespace fathom

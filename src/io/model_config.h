@@ -1,0 +1,63 @@
+#pragma once
+// config.json as a native struct. Everything the forward pass and the memory
+// contract need is read here once; model code never sees JSON.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace fathom {
+
+enum class LayerKind { full_attention, sliding_attention, linear_attention };
+const char* layer_kind_name(LayerKind kind);
+
+struct RopeConfig {
+  std::string type = "default";  // default | linear | llama3 | yarn
+  double theta = 10000.0;
+  double partial_rotary_factor = 1.0;
+  std::optional<double> factor;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
+  std::optional<int64_t> original_max_position_embeddings;
+  std::optional<double> attention_factor;  // yarn
+  double beta_fast = 32.0;                 // yarn
+  double beta_slow = 1.0;                  // yarn
+  std::optional<double> mscale;            // yarn
+  std::optional<double> mscale_all_dim;    // yarn
+  bool truncate = true;                    // yarn
+};
+
+struct ModelConfig {
+  std::string model_type;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  double rms_norm_eps = 1e-6;
+  int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;     // q/k/v projections carry a bias
+  bool o_bias = false;       // the output projection carries a bias
+  bool mlp_bias = false;
+  bool qk_norm = false;      // RMSNorm over head_dim on q and k before RoPE (Qwen3)
+  std::optional<int64_t> sliding_window;
+  std::vector<LayerKind> layer_types;  // one per layer
+  RopeConfig rope;
+  std::vector<int64_t> eos_token_ids;
+  std::optional<int64_t> bos_token_id;
+  std::string weights_dtype;  // config's torch_dtype / dtype, informative
+
+  int64_t rotary_dim() const { return int64_t(double(head_dim) * rope.partial_rotary_factor); }
+};
+
+// Parses config.json text. Architecture-specific defaults (Qwen2's q/k/v bias,
+// Qwen3's qk-norm, sliding-window layer rules) are applied by model_type.
+ModelConfig parse_model_config(const nlohmann::json& config);
+ModelConfig load_model_config(const std::string& model_dir);
+
+}  // namespace fathom

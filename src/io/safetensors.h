@@ -1,0 +1,52 @@
+#pragma once
+// Safetensors weights, memory-mapped. A model folder holds either one
+// model.safetensors or shards listed by model.safetensors.index.json; tensors
+// come back as views into the mapping, never copied.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace fathom {
+
+struct StoredTensor {
+  std::string dtype;              // as written in the header: "F32", "BF16", "I64", ...
+  std::vector<int64_t> shape;
+  size_t offset = 0;              // from the start of the file
+  size_t nbytes = 0;
+  int file = 0;                   // index into the store's mapped files
+};
+
+class MappedFile;
+
+class WeightStore {
+ public:
+  // Opens DIR/model.safetensors, or the shards named by DIR/model.safetensors.index.json.
+  static WeightStore open_folder(const std::string& dir);
+  // Opens one .safetensors file.
+  static WeightStore open_file(const std::string& path);
+
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  const StoredTensor& info(const std::string& name) const;
+  // A view of the stored bytes (f32, bf16 or f16); throws for other dtypes.
+  Tensor get(const std::string& name) const;
+  std::vector<std::string> names() const;
+  // Sum of all tensor data bytes (what the weights take in memory).
+  int64_t total_bytes() const;
+
+ private:
+  void add_file(const std::string& path);
+
+  std::vector<std::shared_ptr<MappedFile>> files_;
+  std::map<std::string, StoredTensor> tensors_;
+};
+
+// Writes tensors (f32/bf16/f16) to a .safetensors file; used by tests and tools.
+void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
+
+DType parse_safetensors_dtype(const std::string& name);  // throws for unsupported
+
+}  // namespace fathom

@@ -1,0 +1,16 @@
+#pragma once
+// One factory per architecture family; registry.cpp maps model_type to these.
+#include <memory>
+
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+
+namespace fathom {
+
+using ModelFactory = std::unique_ptr<Model> (*)(ModelConfig config, WeightStore weights, const LoadOptions& options);
+
+// Llama, Mistral, Qwen2 and Qwen3: pre-norm decoders with GQA, RoPE and SwiGLU.
+std::unique_ptr<Model> make_llama_family(ModelConfig config, WeightStore weights, const LoadOptions& options);
+
+}  // namespace fathom

@@ -1,0 +1,160 @@
+// The Llama family: Llama, Mistral, Qwen2 (q/k/v bias), Qwen3 (q/k RMSNorm).
+// Pre-norm decoder layers: x += o(attn(rope(q(n(x))), rope(k(n(x))), v(n(x))));
+// x += down(silu(gate(n(x))) * up(n(x))).
+#include <cmath>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "model/arch/architectures.h"
+#include "model/layers.h"
+#include "model/rope.h"
+
+namespace fathom {
+namespace {
+
+struct DecoderLayer {
+  Tensor input_norm, post_attention_norm;
+  Linear q, k, v, o;
+  std::optional<Tensor> q_norm, k_norm;
+  Linear gate, up, down;
+  std::optional<int64_t> window;
+};
+
+class LlamaFamilyModel final : public Model {
+ public:
+  LlamaFamilyModel(ModelConfig config, WeightStore weights, const LoadOptions& options)
+      : config_(std::move(config)),
+        weights_(std::move(weights)),
+        dtype_(options.dtype),
+        backend_(make_cpu_backend()),
+        rope_(config_.rope, config_.head_dim, config_.max_position_embeddings) {
+    const ModelConfig& c = config_;
+    const WeightLoader w(weights_, dtype_);
+    const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+    embed_ = w.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      check(c.layer_types[i] != LayerKind::linear_attention, "model_type ", c.model_type,
+            ": layer ", i, " is linear_attention, which this architecture does not have");
+      const std::string p = "model.layers." + std::to_string(i);
+      DecoderLayer l;
+      l.input_norm = w.vector(p + ".input_layernorm.weight", c.hidden_size);
+      l.post_attention_norm = w.vector(p + ".post_attention_layernorm.weight", c.hidden_size);
+      l.q = Linear::load(w, p + ".self_attn.q_proj", q_dim, c.hidden_size, c.qkv_bias);
+      l.k = Linear::load(w, p + ".self_attn.k_proj", kv_dim, c.hidden_size, c.qkv_bias);
+      l.v = Linear::load(w, p + ".self_attn.v_proj", kv_dim, c.hidden_size, c.qkv_bias);
+      l.o = Linear::load(w, p + ".self_attn.o_proj", c.hidden_size, q_dim, c.o_bias);
+      if (c.qk_norm) {
+        l.q_norm = w.vector(p + ".self_attn.q_norm.weight", c.head_dim);
+        l.k_norm = w.vector(p + ".self_attn.k_norm.weight", c.head_dim);
+      }
+      l.gate = Linear::load(w, p + ".mlp.gate_proj", c.intermediate_size, c.hidden_size, c.mlp_bias);
+      l.up = Linear::load(w, p + ".mlp.up_proj", c.intermediate_size, c.hidden_size, c.mlp_bias);
+      l.down = Linear::load(w, p + ".mlp.down_proj", c.hidden_size, c.intermediate_size, c.mlp_bias);
+      if (c.layer_types[i] == LayerKind::sliding_attention) l.window = c.sliding_window;
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = w.vector("model.norm.weight", c.hidden_size);
+    const bool tied = c.tie_word_embeddings || !w.has("lm_head.weight");
+    lm_head_ = w.matmul_weight(tied ? "model.embed_tokens.weight" : "lm_head.weight", c.vocab_size, c.hidden_size);
+    weight_bytes_ = weights_.total_bytes() + w.converted_bytes();
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  ComputeDType compute_dtype() const override { return dtype_; }
+  int64_t weight_bytes() const override { return weight_bytes_; }
+  std::string backend_name() const override { return backend_->name(); }
+
+  std::unique_ptr<SequenceState> new_state(int64_t capacity) const override {
+    auto state = std::make_unique<SequenceState>();
+    const DType kv_dtype = dtype_ == ComputeDType::bf16 ? DType::bf16 : DType::f32;
+    for (int64_t i = 0; i < config_.num_layers; ++i)
+      state->kv.push_back(make_plain_kv_layer(config_.num_kv_heads, config_.head_dim, capacity, kv_dtype));
+    return state;
+  }
+
+  Tensor forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
+    const ModelConfig& c = config_;
+    const int64_t t = int64_t(ids.size());
+    check(t > 0, "forward: no tokens");
+    check(int64_t(state.kv.size()) == c.num_layers, "forward: state has ", state.kv.size(), " layers, model ",
+          c.num_layers);
+    const int64_t first = state.length();
+    check(first + t <= state.capacity(), "forward: ", first, " + ", t, " tokens exceed the sequence capacity of ",
+          state.capacity());
+    const bool bf16 = dtype_ == ComputeDType::bf16;
+    Backend& b = *backend_;
+    const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+
+    // Activations for this chunk; reused by every layer.
+    Tensor x = Tensor::empty({t, c.hidden_size}, DType::f32);       // residual stream
+    Tensor h = Tensor::empty({t, c.hidden_size}, DType::f32);       // normed input / sublayer output
+    Tensor q = Tensor::empty({t, c.num_heads, c.head_dim}, DType::f32);
+    Tensor k = Tensor::empty({t, c.num_kv_heads, c.head_dim}, DType::f32);
+    Tensor v = Tensor::empty({t, c.num_kv_heads, c.head_dim}, DType::f32);
+    Tensor attn = Tensor::empty({t, c.num_heads, c.head_dim}, DType::f32);
+    Tensor gate = Tensor::empty({t, c.intermediate_size}, DType::f32);
+    Tensor up = Tensor::empty({t, c.intermediate_size}, DType::f32);
+    Tensor cos = Tensor::empty({t, rope_.half()}, DType::f32);
+    Tensor sin = Tensor::empty({t, rope_.half()}, DType::f32);
+    Tensor q2 = q.reshape({t, q_dim}), k2 = k.reshape({t, kv_dim}), v2 = v.reshape({t, kv_dim});
+    Tensor attn2 = attn.reshape({t, q_dim});
+
+    b.embedding(embed_, ids, x);
+    rope_.fill(first, t, cos, sin);
+    AttentionParams params;
+    params.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+    params.first_position = first;
+
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const DecoderLayer& l = layers_[i];
+      b.rms_norm(x, l.input_norm, float(c.rms_norm_eps), h);
+      l.q(b, h, q2, bf16);
+      l.k(b, h, k2, bf16);
+      l.v(b, h, v2, bf16);
+      if (l.q_norm) {
+        Tensor qh = q.reshape({t * c.num_heads, c.head_dim}), kh = k.reshape({t * c.num_kv_heads, c.head_dim});
+        b.rms_norm(qh, *l.q_norm, float(c.rms_norm_eps), qh);
+        b.rms_norm(kh, *l.k_norm, float(c.rms_norm_eps), kh);
+      }
+      b.rope(q, cos, sin);
+      b.rope(k, cos, sin);
+      state.kv[i]->append(k, v);
+      params.window = l.window;
+      state.kv[i]->attend(b, q, params, attn);
+      l.o(b, attn2, h, bf16);
+      b.add_inplace(x, h);
+
+      b.rms_norm(x, l.post_attention_norm, float(c.rms_norm_eps), h);
+      l.gate(b, h, gate, bf16);
+      l.up(b, h, up, bf16);
+      b.silu_mul(gate, up, gate);
+      l.down(b, gate, h, bf16);
+      b.add_inplace(x, h);
+    }
+
+    const Tensor last = all_logits ? x : x.slice_rows(t - 1, t);
+    Tensor normed = Tensor::empty(last.shape(), DType::f32);
+    b.rms_norm(last, final_norm_, float(c.rms_norm_eps), normed);
+    Tensor logits = Tensor::empty({last.dim(0), c.vocab_size}, DType::f32);
+    b.matmul(normed, lm_head_, nullptr, logits, bf16);
+    return logits;
+  }
+
+ private:
+  ModelConfig config_;
+  WeightStore weights_;
+  ComputeDType dtype_;
+  std::unique_ptr<Backend> backend_;
+  RopeTable rope_;
+  Tensor embed_, final_norm_, lm_head_;
+  std::vector<DecoderLayer> layers_;
+  int64_t weight_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_llama_family(ModelConfig config, WeightStore weights, const LoadOptions& options) {
+  return std::make_unique<LlamaFamilyModel>(std::move(config), std::move(weights), options);
+}
+
+}  // namespace fathom

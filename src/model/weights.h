@@ -1,0 +1,43 @@
+#pragma once
+// Fetches weights from a WeightStore in the form the kernels want, copying
+// only when the stored dtype is not one the kernels read directly.
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/safetensors.h"
+
+namespace fathom {
+
+enum class ComputeDType { f32, bf16 };
+const char* compute_dtype_name(ComputeDType d);
+ComputeDType parse_compute_dtype(const std::string& s);  // "f32" | "bf16"
+
+class WeightLoader {
+ public:
+  WeightLoader(const WeightStore& store, ComputeDType compute) : store_(store), compute_(compute) {}
+
+  // A matmul weight [rows, cols]: bf16 stays bf16 (exact when widened for f32
+  // compute); f32 stays for f32 compute and becomes bf16 for bf16 compute; f16
+  // becomes the compute dtype.
+  Tensor matmul_weight(const std::string& name, int64_t rows, int64_t cols) const;
+  // Norm weights and biases: always f32, [n].
+  Tensor vector(const std::string& name, int64_t n) const;
+  // An embedding table [rows, cols] as stored (the gather widens any dtype).
+  Tensor table(const std::string& name, int64_t rows, int64_t cols) const;
+  bool has(const std::string& name) const { return store_.has(name); }
+  // Bytes of weights this loader had to materialize (conversions).
+  int64_t converted_bytes() const { return converted_bytes_; }
+
+ private:
+  Tensor fetch(const std::string& name, const std::vector<int64_t>& shape) const;
+
+  const WeightStore& store_;
+  ComputeDType compute_;
+  mutable int64_t converted_bytes_ = 0;
+};
+
+// dst ← src converted elementwise (f32/bf16/f16 → f32/bf16).
+Tensor convert_tensor(const Tensor& src, DType dst);
+
+}  // namespace fathom

@@ -1,0 +1,83 @@
+// The attention kernel against its reference: GQA, f32 and bf16 caches,
+// queries in the middle of the cache (chunked prefill) and sliding windows.
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/kernels.h"
+#include "test_util.h"
+
+namespace fathom {
+namespace {
+
+using testing::fresh_rng;
+using testing::random_tensor;
+using testing::relative_error;
+
+struct Case {
+  int64_t t, heads, kv_heads, head_dim, length, first;
+  std::optional<int64_t> window;
+};
+
+TEST(Attention, BackendMatchesReference) {
+  uint64_t seed;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto backend = make_cpu_backend();
+  const Case cases[] = {
+      {1, 8, 2, 64, 1, 0, {}},        // first decode step
+      {1, 8, 8, 32, 50, 49, {}},      // decode, MHA
+      {13, 4, 2, 16, 13, 0, {}},      // whole-prompt prefill
+      {7, 6, 3, 24, 40, 33, {}},      // a chunk at the end of the cache
+      {9, 4, 1, 16, 30, 21, 5},       // windowed chunk
+      {1, 4, 2, 128, 70, 69, 16},     // windowed decode
+  };
+  for (const Case& c : cases)
+    for (DType kv_dtype : {DType::f32, DType::bf16}) {
+      const int64_t capacity = c.length + 3;  // head stride larger than the valid length
+      Tensor q = random_tensor({c.t, c.heads, c.head_dim}, DType::f32, rng);
+      Tensor k = random_tensor({c.kv_heads, capacity, c.head_dim}, kv_dtype, rng);
+      Tensor v = random_tensor({c.kv_heads, capacity, c.head_dim}, kv_dtype, rng);
+      KvView view{k.raw(), v.raw(), kv_dtype, c.kv_heads, c.head_dim, c.length, capacity * c.head_dim};
+      AttentionParams p;
+      p.scale = 0.3f;
+      p.first_position = c.first;
+      p.window = c.window;
+      Tensor out = Tensor::empty(q.shape(), DType::f32);
+      backend->attention(q, view, p, out);
+      std::vector<float> ref(static_cast<size_t>(q.numel()));
+      cpu::attention_rows_reference(q.data<float>(), c.heads, view, p, 0, c.t, ref.data());
+      EXPECT_LT(relative_error(out.data<float>(), ref.data(), q.numel()), 1e-5)
+          << "t=" << c.t << " length=" << c.length << " kv=" << dtype_name(kv_dtype);
+    }
+}
+
+TEST(Attention, SingleVisibleKeyReturnsItsValue) {
+  // Position 0 sees only key 0, so the output is exactly v[0] of its group.
+  auto rng = fresh_rng();
+  auto backend = make_cpu_backend();
+  Tensor q = random_tensor({1, 4, 16}, DType::f32, rng);
+  Tensor k = random_tensor({2, 5, 16}, DType::f32, rng);
+  Tensor v = random_tensor({2, 5, 16}, DType::f32, rng);
+  KvView view{k.raw(), v.raw(), DType::f32, 2, 16, 5, 5 * 16};
+  AttentionParams p;
+  Tensor out = Tensor::empty(q.shape(), DType::f32);
+  backend->attention(q, view, p, out);
+  for (int64_t h = 0; h < 4; ++h)
+    for (int64_t d = 0; d < 16; ++d)
+      EXPECT_FLOAT_EQ(out.data<float>()[h * 16 + d], v.data<float>()[(h / 2) * 5 * 16 + d]);
+}
+
+TEST(Attention, RejectsQueriesBeyondTheCache) {
+  auto rng = fresh_rng();
+  auto backend = make_cpu_backend();
+  Tensor q = random_tensor({3, 2, 8}, DType::f32, rng);
+  Tensor k = random_tensor({1, 4, 8}, DType::f32, rng);
+  KvView view{k.raw(), k.raw(), DType::f32, 1, 8, 4, 32};
+  AttentionParams p;
+  p.first_position = 2;
+  Tensor out = Tensor::empty(q.shape(), DType::f32);
+  EXPECT_THROW(backend->attention(q, view, p, out), Error);
+}
+
+}  // namespace
+}  // namespace fathom

@@ -1,0 +1,101 @@
+// Every matmul kernel the processor can run against the plain reference, on
+// random shapes that hit the K, M and N tails and the K blocking.
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/kernels.h"
+#include "test_util.h"
+
+namespace fathom {
+namespace {
+
+using testing::fresh_rng;
+using testing::random_tensor;
+using testing::relative_error;
+
+struct Shape {
+  int64_t m, k, n;
+};
+
+std::vector<cpu::Isa> runnable_isas() {
+  std::vector<cpu::Isa> isas = {cpu::Isa::portable};
+  const cpu::Isa best = cpu::detect_isa();
+  if (best == cpu::Isa::avx2 || best == cpu::Isa::avx512) isas.push_back(cpu::Isa::avx2);
+  if (best == cpu::Isa::avx512) isas.push_back(cpu::Isa::avx512);
+  return isas;
+}
+
+void run_case(cpu::Isa isa, const Shape& s, DType w_dtype, bool bf16_inputs, std::mt19937_64& rng) {
+  Tensor x = random_tensor({s.m, s.k}, DType::f32, rng);
+  Tensor w = random_tensor({s.n, s.k}, w_dtype, rng, 0.2f);
+  Tensor bias = random_tensor({s.n}, DType::f32, rng);
+  std::vector<float> xr(static_cast<size_t>(s.m * s.k));
+  std::vector<bf16_t> xb(static_cast<size_t>(s.m * s.k));
+  for (size_t i = 0; i < xr.size(); ++i) {
+    xb[i] = f32_to_bf16(x.data<float>()[i]);
+    xr[i] = bf16_inputs ? bf16_to_f32(xb[i]) : x.data<float>()[i];
+  }
+  cpu::MatmulArgs a;
+  a.x = xr.data();
+  a.xb = bf16_inputs ? xb.data() : nullptr;
+  a.w = w.raw();
+  a.w_dtype = w_dtype;
+  a.bias = bias.data<float>();
+  a.M = s.m, a.N = s.n, a.K = s.k;
+  std::vector<float> fast(static_cast<size_t>(s.m * s.n), 7.0f), ref(size_t(s.m * s.n), -7.0f);
+  a.y = fast.data();
+  // Two slices, as two threads would split N.
+  const int64_t split = s.n / 2 / 16 * 16;
+  cpu::matmul_slice_for(isa)(a, 0, split);
+  cpu::matmul_slice_for(isa)(a, split, s.n);
+  a.y = ref.data();
+  cpu::matmul_slice_reference(a, 0, s.n);
+  EXPECT_LT(relative_error(fast.data(), ref.data(), s.m * s.n), 5e-6)
+      << cpu::isa_name(isa) << " m=" << s.m << " k=" << s.k << " n=" << s.n << " w=" << dtype_name(w_dtype)
+      << " bf16_inputs=" << bf16_inputs;
+}
+
+TEST(Matmul, FastKernelsMatchReference) {
+  uint64_t seed;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Shape shapes[] = {{1, 64, 48}, {1, 40, 5}, {3, 96, 33}, {4, 128, 16}, {5, 600, 37}, {70, 1040, 20}, {9, 7, 3}};
+  for (cpu::Isa isa : runnable_isas())
+    for (const Shape& s : shapes)
+      for (DType w : {DType::f32, DType::bf16})
+        for (bool bf16_inputs : {false, true}) run_case(isa, s, w, bf16_inputs, rng);
+}
+
+TEST(Matmul, BackendChecksShapes) {
+  auto backend = make_cpu_backend();
+  auto rng = fresh_rng();
+  Tensor x = random_tensor({2, 8}, DType::f32, rng);
+  Tensor w = random_tensor({4, 9}, DType::f32, rng);
+  Tensor y = Tensor::empty({2, 4}, DType::f32);
+  EXPECT_THROW(backend->matmul(x, w, nullptr, y), Error);
+}
+
+TEST(Matmul, BackendMatchesReferenceAcrossThreads) {
+  uint64_t seed;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto backend = make_cpu_backend();
+  for (const Shape s : {Shape{1, 256, 300}, Shape{37, 320, 129}}) {
+    Tensor x = random_tensor({s.m, s.k}, DType::f32, rng);
+    Tensor w = random_tensor({s.n, s.k}, DType::bf16, rng, 0.1f);
+    Tensor y = Tensor::empty({s.m, s.n}, DType::f32);
+    backend->matmul(x, w, nullptr, y);
+    std::vector<float> ref(static_cast<size_t>(s.m * s.n));
+    cpu::MatmulArgs a;
+    a.x = x.data<float>();
+    a.w = w.raw();
+    a.w_dtype = DType::bf16;
+    a.y = ref.data();
+    a.M = s.m, a.N = s.n, a.K = s.k;
+    cpu::matmul_slice_reference(a, 0, s.n);
+    EXPECT_LT(relative_error(y.data<float>(), ref.data(), s.m * s.n), 2e-6);
+  }
+}
+
+}  // namespace
+}  // namespace fathom

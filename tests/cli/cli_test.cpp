@@ -1,0 +1,143 @@
+// The fathom binary as a user runs it: outputs on a parity fixture, and a
+// one-line error with a non-zero exit for every kind of bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "test_util.h"
+
+namespace fathom {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code;
+  std::string out, err;
+};
+
+RunResult run(const std::string& args) {
+  const fs::path err_path = fs::temp_directory_path() / ("fathom_cli_err_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(FATHOM_BINARY) + " " + args + " 2>" + err_path.string();
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  RunResult r{};
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  std::ifstream in(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(in), {});
+  return r;
+}
+
+const std::string kModel = std::string(FATHOM_FIXTURES_DIR) + "/parity/qwen3_untied_4layer";
+
+nlohmann::json reference_json() {
+  std::ifstream in(kModel + "/reference.json");
+  nlohmann::json j;
+  in >> j;
+  return j;
+}
+
+std::string join_ids(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+TEST(Cli, LogitsWritesTheReferenceLogitsAsNpy) {
+  const auto ref = reference_json();
+  const auto prompt = ref["prompt_ids"].get<std::vector<int>>();
+  const fs::path out = fs::temp_directory_path() / ("fathom_logits_" + std::to_string(::getpid()) + ".npy");
+  const RunResult r = run("logits --model " + kModel + " --prompt-ids " + join_ids(prompt) + " --out " +
+                          out.string() + " --dtype f32 --prefill-chunk 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<int64_t> shape;
+  const std::vector<float> got = read_npy_f32(out.string(), shape);
+  WeightStore store = WeightStore::open_file(kModel + "/reference.safetensors");
+  Tensor expected = store.get("logits");
+  ASSERT_EQ(shape, expected.shape());
+  EXPECT_LT(testing::relative_error(got.data(), expected.data<float>(), expected.numel()), 1e-4);
+}
+
+TEST(Cli, GeneratePrintsTheGreedyIdsAsJson) {
+  const auto ref = reference_json();
+  const RunResult r = run("generate --model " + kModel + " --prompt-ids " +
+                          join_ids(ref["prompt_ids"].get<std::vector<int>>()) + " -n 16 --temp 0 --ignore-eos");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out["ids"], ref["greedy_ids"]);
+  EXPECT_EQ(out["finish_reason"], "length");
+}
+
+TEST(Cli, SeededSamplingIsReproducible) {
+  const std::string args = "generate --model " + kModel + " --prompt-ids 5,17,42 -n 12 --temp 1.0 --top-p 0.95 --seed 7";
+  const RunResult a = run(args), b = run(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST(Cli, BenchPrintsSpeedsAndPeakMemory) {
+  const RunResult r = run("bench --model " + kModel + " --prompt-tokens 16 --gen-tokens 4 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  EXPECT_GT(out["prefill_tok_s"].get<double>(), 0.0);
+  EXPECT_GT(out["decode_tok_s"].get<double>(), 0.0);
+  EXPECT_GT(out["peak_rss_bytes"].get<int64_t>(), 0);
+}
+
+void expect_clean_failure(const std::string& args, const std::string& needle) {
+  const RunResult r = run(args);
+  EXPECT_NE(r.exit_code, 0) << args;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;
+}
+
+TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
+  const fs::path tmp = fs::temp_directory_path() / ("fathom_cli_bad_" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  expect_clean_failure("generate --model /nonexistent/model --prompt-ids 1,2", "not found");
+  expect_clean_failure("generate --model " + kModel + " --prompt-ids 1,99999", "out of range");
+  expect_clean_failure("generate --model " + kModel + " --prompt-ids 1,x", "not a token id");
+  expect_clean_failure("generate --model " + kModel + " --prompt-ids 1 --bogus-flag", "bogus");
+  expect_clean_failure("generate --model " + kModel + " --prompt-ids 1 --dtype f8", "f8");
+  expect_clean_failure("generate --model " + kModel + " --prompt-ids 1 --temp -1", "temperature");
+  expect_clean_failure("frobnicate", "frobnicate");
+
+  // Unsupported architecture.
+  const fs::path arch = tmp / "arch";
+  fs::create_directories(arch);
+  std::ifstream cfg_in(kModel + "/config.json");
+  nlohmann::json cfg;
+  cfg_in >> cfg;
+  cfg["model_type"] = "gpt_neo_nonexistent";
+  std::ofstream(arch / "config.json") << cfg.dump();
+  expect_clean_failure("generate --model " + arch.string() + " --prompt-ids 1", "supported: llama");
+
+  // Truncated safetensors.
+  const fs::path cut = tmp / "cut";
+  fs::create_directories(cut);
+  fs::copy_file(kModel + "/config.json", cut / "config.json");
+  fs::copy_file(kModel + "/model.safetensors", cut / "model.safetensors");
+  fs::resize_file(cut / "model.safetensors", fs::file_size(cut / "model.safetensors") / 2);
+  expect_clean_failure("generate --model " + cut.string() + " --prompt-ids 1", "truncated");
+
+  // Unreadable weights: garbage header.
+  const fs::path junk = tmp / "junk";
+  fs::create_directories(junk);
+  fs::copy_file(kModel + "/config.json", junk / "config.json");
+  std::ofstream(junk / "model.safetensors") << "garbage that is not a safetensors file";
+  expect_clean_failure("logits --model " + junk.string() + " --prompt-ids 1 --out /dev/null", "safetensors");
+}
+
+}  // namespace
+}  // namespace fathom

@@ -1,0 +1,99 @@
+#include "engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/error.h"
+#include "test_util.h"
+
+namespace fathom {
+namespace {
+
+using testing::fresh_rng;
+
+std::vector<float> random_logits(std::mt19937_64& rng, int n) {
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+TEST(Sampler, TemperatureZeroAndTopKOneAreGreedy) {
+  auto rng = fresh_rng();
+  const auto logits = random_logits(rng, 300);
+  const int32_t best = argmax(logits);
+  EXPECT_EQ(Sampler({.temperature = 0.0f}).sample(logits, {}), best);
+  Sampler top1({.temperature = 1.5f, .top_k = 1, .seed = rng()});
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(top1.sample(logits, {}), best);
+}
+
+TEST(Sampler, SameSeedSameDrawsDifferentSeedDifferentDraws) {
+  auto rng = fresh_rng();
+  const auto logits = random_logits(rng, 50);
+  const uint64_t seed = rng();
+  Sampler a({.temperature = 1.0f, .seed = seed}), b({.temperature = 1.0f, .seed = seed}),
+      c({.temperature = 1.0f, .seed = seed + 1});
+  std::vector<int32_t> da, db, dc;
+  for (int i = 0; i < 64; ++i) {
+    da.push_back(a.sample(logits, {}));
+    db.push_back(b.sample(logits, {}));
+    dc.push_back(c.sample(logits, {}));
+  }
+  EXPECT_EQ(da, db);
+  EXPECT_NE(da, dc);
+}
+
+TEST(Sampler, TopKTopPAndMinPRestrictTheCandidates) {
+  auto rng = fresh_rng();
+  auto logits = random_logits(rng, 40);
+  std::vector<int32_t> order(40);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  Sampler k3({.top_k = 3, .seed = rng()});
+  for (int i = 0; i < 200; ++i) {
+    const int32_t id = k3.sample(logits, {});
+    EXPECT_TRUE(id == order[0] || id == order[1] || id == order[2]);
+  }
+  // A dominant token with mass > top_p is the only candidate.
+  logits[order[0]] += 50.0f;
+  Sampler p({.top_p = 0.9f, .seed = rng()});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(p.sample(logits, {}), order[0]);
+  Sampler m({.min_p = 0.5f, .seed = rng()});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(m.sample(logits, {}), order[0]);
+}
+
+TEST(Sampler, RepetitionPenaltyAppliesOncePerDistinctToken) {
+  std::vector<float> logits = {2.0f, 1.9f, -1.0f};
+  // Penalising token 0 (2.0 / 1.1 ≈ 1.82) makes token 1 the greedy choice.
+  Sampler s({.temperature = 0.0f, .repetition_penalty = 1.1f});
+  std::vector<int32_t> history = {0, 0, 0, 0, 0, 0};
+  EXPECT_EQ(s.sample(logits, history), 1);
+  // Applied once: token 0 stays above a token at 1.7 despite six occurrences.
+  std::vector<float> close = {2.0f, 1.7f};
+  EXPECT_EQ(s.sample(close, history), 0);
+}
+
+TEST(Sampler, DrawFrequenciesFollowTheDistribution) {
+  std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
+  auto rng = fresh_rng();
+  Sampler s({.temperature = 1.0f, .seed = rng()});
+  std::map<int, int> counts;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) counts[s.sample(logits, {})]++;
+  EXPECT_NEAR(counts[0] / double(n), 0.5, 0.02);
+  EXPECT_NEAR(counts[1] / double(n), 0.3, 0.02);
+  EXPECT_NEAR(counts[2] / double(n), 0.2, 0.02);
+}
+
+TEST(Sampler, InvalidParametersAreRejected) {
+  EXPECT_THROW(Sampler({.temperature = -1.0f}), Error);
+  EXPECT_THROW(Sampler({.top_p = 0.0f}), Error);
+  EXPECT_THROW(Sampler({.top_p = 1.5f}), Error);
+  EXPECT_THROW(Sampler({.min_p = 2.0f}), Error);
+  EXPECT_THROW(Sampler({.repetition_penalty = 0.0f}), Error);
+  EXPECT_THROW(Sampler({.top_k = -2}), Error);
+}
+
+}  // namespace
+}  // namespace fathom

@@ -1,0 +1,51 @@
+// RoPE tables against the inverse frequencies and attention scaling that
+// transformers computed for the parity fixtures (recorded in reference.json).
+#include "model/rope.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace fathom {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Rope, InverseFrequenciesMatchTransformersForEveryVariant) {
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(FATHOM_FIXTURES_DIR) / "parity")) {
+    std::ifstream ref_in(e.path() / "reference.json");
+    if (!ref_in) continue;
+    nlohmann::json ref;
+    ref_in >> ref;
+    if (!ref.contains("rope_inv_freq")) continue;
+    const ModelConfig c = load_model_config(e.path().string());
+    RopeTable table(c.rope, c.head_dim, c.max_position_embeddings);
+    const auto expected = ref["rope_inv_freq"].get<std::vector<double>>();
+    ASSERT_EQ(table.inv_freq().size(), expected.size()) << e.path();
+    for (size_t i = 0; i < expected.size(); ++i)
+      EXPECT_NEAR(table.inv_freq()[i], expected[i], 1e-6 * expected[i] + 1e-12) << e.path() << " i=" << i;
+    EXPECT_NEAR(table.attention_scaling(), ref.value("rope_attention_scaling", 1.0), 1e-6) << e.path();
+    ++checked;
+  }
+  EXPECT_GE(checked, 4);
+}
+
+TEST(Rope, TablesHoldScaledCosSinOfPositionTimesFrequency) {
+  RopeConfig r;
+  r.theta = 10000.0;
+  RopeTable table(r, 8, 64);
+  Tensor cos = Tensor::empty({3, 4}, DType::f32), sin = Tensor::empty({3, 4}, DType::f32);
+  table.fill(5, 3, cos, sin);
+  for (int t = 0; t < 3; ++t)
+    for (int i = 0; i < 4; ++i) {
+      const double angle = (5 + t) * std::pow(10000.0, -2.0 * i / 8);
+      EXPECT_NEAR(cos.data<float>()[t * 4 + i], std::cos(angle), 1e-5);
+      EXPECT_NEAR(sin.data<float>()[t * 4 + i], std::sin(angle), 1e-5);
+    }
+}
+
+}  // namespace
+}  // namespace fathom

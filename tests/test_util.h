@@ -1,0 +1,49 @@
+#pragma once
+// Helpers for tests: fresh random inputs (the seed is printed on failure) and
+// relative-error measures.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace fathom::testing {
+
+// A generator seeded freshly for every test; SCOPED_TRACE the seed so a failure can be replayed.
+inline std::mt19937_64 fresh_rng(uint64_t* seed_out = nullptr) {
+  const uint64_t seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  if (seed_out) *seed_out = seed;
+  return std::mt19937_64(seed);
+}
+
+inline Tensor random_tensor(std::vector<int64_t> shape, DType dtype, std::mt19937_64& rng, float scale = 1.0f) {
+  Tensor t = Tensor::empty(std::move(shape), dtype);
+  std::normal_distribution<float> dist(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = dist(rng);
+    if (dtype == DType::f32) t.data<float>()[i] = v;
+    else t.data<bf16_t>()[i] = f32_to_bf16(v);
+  }
+  return t;
+}
+
+// ‖a − b‖ / ‖b‖ over n floats.
+inline double relative_error(const float* a, const float* b, int64_t n) {
+  double diff = 0.0, ref = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    ref += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
+}
+
+inline double max_abs_diff(const float* a, const float* b, int64_t n) {
+  double m = 0.0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  return m;
+}
+
+}  // namespace fathom::testing
