@@ -104,6 +104,7 @@ struct Result {
     std::string kernel;
     int threads;
     std::vector<double> gbs;
+    std::vector<double> thread_median_gbs;  // each thread's own slice / own time (diagnostic)
 };
 
 // Runs `reps` timed repetitions (plus one warm-up) of `k` with `nt` threads over buf.
@@ -114,19 +115,23 @@ Result run(const Kernel& k, int nt, const uint8_t* buf, size_t bytes, int reps, 
     std::atomic<uint64_t> acc{0};
     std::vector<std::thread> th;
     const int total = reps + 1;
+    std::vector<std::vector<double>> own(nt);
     for (int t = 0; t < nt; ++t) {
         th.emplace_back([&, t] {
             if (pin) pin_to_cpu(t % ncpu);
             const uint8_t* p = buf + size_t(t) * slice;
             for (int r = 0; r < total; ++r) {
                 start.arrive_and_wait();
+                auto t0 = clk::now();
                 uint64_t s = k.fn(p, slice);
+                double dt = std::chrono::duration<double>(clk::now() - t0).count();
+                if (r > 0) own[t].push_back(double(slice) / dt / 1e9);
                 acc.fetch_add(s, std::memory_order_relaxed);
                 stop.arrive_and_wait();
             }
         });
     }
-    Result res{k.name, nt, {}};
+    Result res{k.name, nt, {}, {}};
     for (int r = 0; r < total; ++r) {
         auto t0 = clk::now();
         start.arrive_and_wait();
@@ -135,6 +140,7 @@ Result run(const Kernel& k, int nt, const uint8_t* buf, size_t bytes, int reps, 
         if (r > 0) res.gbs.push_back(double(slice) * nt / s / 1e9);
     }
     for (auto& x : th) x.join();
+    for (auto& v : own) res.thread_median_gbs.push_back(median(v));
     sink += acc.load();
     return res;
 }
@@ -210,8 +216,10 @@ int main(int argc, char** argv) {
         for (int nt : thread_counts) {
             results.push_back(run(k, nt, buf, bytes, reps, pin, ncpu, sink));
             const auto& r = results.back();
-            std::fprintf(stderr, "%-7s threads=%d median %.2f GB/s best %.2f GB/s\n", r.kernel.c_str(), nt,
+            std::fprintf(stderr, "%-7s threads=%d median %.2f GB/s best %.2f GB/s (per thread:", r.kernel.c_str(), nt,
                          median(r.gbs), *std::max_element(r.gbs.begin(), r.gbs.end()));
+            for (double g : r.thread_median_gbs) std::fprintf(stderr, " %.2f", g);
+            std::fprintf(stderr, ")\n");
         }
 
     std::printf("{\n  \"buffer_bytes\": %zu,\n  \"reps\": %d,\n  \"pinned\": %s,\n  \"thp_madvise\": %s,\n  \"hw_threads\": %d,\n",
@@ -224,6 +232,9 @@ int main(int argc, char** argv) {
                     r.kernel.c_str(), r.threads, median(r.gbs), *std::max_element(r.gbs.begin(), r.gbs.end()),
                     *std::min_element(r.gbs.begin(), r.gbs.end()));
         for (size_t j = 0; j < r.gbs.size(); ++j) std::printf("%s%.2f", j ? ", " : "", r.gbs[j]);
+        std::printf("], \"per_thread_median_gbs\": [");
+        for (size_t j = 0; j < r.thread_median_gbs.size(); ++j)
+            std::printf("%s%.2f", j ? ", " : "", r.thread_median_gbs[j]);
         std::printf("]}%s\n", i + 1 < results.size() ? "," : "");
     }
     std::printf("  ],\n  \"checksum\": %llu\n}\n", (unsigned long long)sink);

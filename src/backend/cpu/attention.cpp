@@ -10,6 +10,10 @@
 namespace fathom::cpu {
 namespace {
 
+// Queries per tile: enough to amortize widening each key row, few enough
+// that their scores stay in L2.
+constexpr int64_t kTileQueries = 16;
+
 inline float load_kv(const float* p, int64_t i) { return p[i]; }
 inline float load_kv(const bf16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
 
@@ -23,49 +27,62 @@ inline KeyRange visible_keys(const AttentionParams& p, int64_t t) {
   return {lo, pos};
 }
 
-template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void attend_one(const float* q, const T* k, const T* v, int64_t head_dim, KeyRange r, float scale, float* scores,
-                float* out) {
-  float max_score = -INFINITY;
-  for (int64_t j = r.lo; j <= r.hi; ++j) {
-    const T* kj = k + j * head_dim;
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t d = 0; d < head_dim; ++d) s += q[d] * load_kv(kj, d);
-    s *= scale;
-    scores[j - r.lo] = s;
-    max_score = std::max(max_score, s);
-  }
-  float sum = 0.0f;
-  for (int64_t j = 0; j <= r.hi - r.lo; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
-  }
-  for (int64_t d = 0; d < head_dim; ++d) out[d] = 0.0f;
-  for (int64_t j = r.lo; j <= r.hi; ++j) {
-    const T* vj = v + j * head_dim;
-    const float w = scores[j - r.lo];
-#pragma omp simd
-    for (int64_t d = 0; d < head_dim; ++d) out[d] += w * load_kv(vj, d);
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv;
+inline void widen(const float* src, int64_t n, float* dst) { std::copy(src, src + n, dst); }
+inline void widen(const bf16_t* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 
+// All query heads of kv group g for rows [t0, t1): every cached key and value
+// row is widened once and used by every query of the tile.
 template <typename T>
-void attend_rows(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t t0, int64_t t1,
-                 int64_t h0, int64_t h1, float* scores, float* out) {
-  const int64_t group = heads / kv.kv_heads;
-  const T* k = static_cast<const T*>(kv.k);
-  const T* v = static_cast<const T*>(kv.v);
-  for (int64_t t = t0; t < t1; ++t) {
-    const KeyRange r = visible_keys(p, t);
-    for (int64_t h = h0; h < h1; ++h) {
-      const int64_t g = h / group;
-      const int64_t row = (t * heads + h) * kv.head_dim;
-      attend_one<T>(q + row, k + g * kv.head_stride, v + g * kv.head_stride, kv.head_dim, r, p.scale, scores,
-                    out + row);
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void attend_group_tile(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t g,
+                       int64_t t0, int64_t t1, float* scratch, float* out) {
+  const int64_t group = heads / kv.kv_heads, d = kv.head_dim;
+  const int64_t nq = (t1 - t0) * group;
+  const int64_t lo_all = visible_keys(p, t0).lo, hi_all = visible_keys(p, t1 - 1).hi;
+  const int64_t span = hi_all - lo_all + 1;
+  float* row = scratch;              // [d] one widened key or value
+  float* scores = scratch + d;       // [nq, span]
+  const T* k = static_cast<const T*>(kv.k) + g * kv.head_stride;
+  const T* v = static_cast<const T*>(kv.v) + g * kv.head_stride;
+  auto query = [&](int64_t qi) { return ((t0 + qi / group) * heads + g * group + qi % group) * d; };
+
+  for (int64_t j = lo_all; j <= hi_all; ++j) {
+    widen(k + j * d, d, row);
+    for (int64_t qi = 0; qi < nq; ++qi) {
+      const KeyRange r = visible_keys(p, t0 + qi / group);
+      float& score = scores[qi * span + (j - lo_all)];
+      if (j < r.lo || j > r.hi) {
+        score = -INFINITY;
+        continue;
+      }
+      const float* qr = q + query(qi);
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < d; ++i) s += qr[i] * row[i];
+      score = s * p.scale;
+    }
+  }
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    float* sr = scores + qi * span;
+    float max_score = -INFINITY;
+    for (int64_t j = 0; j < span; ++j) max_score = std::max(max_score, sr[j]);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < span; ++j) sum += (sr[j] = std::exp(sr[j] - max_score));
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < span; ++j) sr[j] *= inv;
+    float* o = out + query(qi);
+    for (int64_t i = 0; i < d; ++i) o[i] = 0.0f;
+  }
+  for (int64_t j = lo_all; j <= hi_all; ++j) {
+    widen(v + j * d, d, row);
+    for (int64_t qi = 0; qi < nq; ++qi) {
+      const float w = scores[qi * span + (j - lo_all)];
+      if (w == 0.0f) continue;
+      float* o = out + query(qi);
+#pragma omp simd
+      for (int64_t i = 0; i < d; ++i) o[i] += w * row[i];
     }
   }
 }
@@ -103,12 +120,21 @@ void reference_rows(const float* q, int64_t heads, const KvView& kv, const Atten
 
 }  // namespace
 
-void attention_rows(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t t0,
-                    int64_t t1, int64_t h0, int64_t h1, float* scores, float* out) {
+int64_t attention_tile_rows(int64_t heads, int64_t kv_heads) {
+  return std::max<int64_t>(1, kTileQueries / (heads / kv_heads));
+}
+
+int64_t attention_scratch_floats(const KvView& kv, int64_t heads, int64_t rows_in_chunk) {
+  const int64_t nq = std::min(rows_in_chunk, attention_tile_rows(heads, kv.kv_heads)) * (heads / kv.kv_heads);
+  return kv.head_dim + nq * kv.length;
+}
+
+void attention_tile(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t g,
+                    int64_t t0, int64_t t1, float* scratch, float* out) {
   if (kv.dtype == DType::bf16)
-    attend_rows<bf16_t>(q, heads, kv, p, t0, t1, h0, h1, scores, out);
+    attend_group_tile<bf16_t>(q, heads, kv, p, g, t0, t1, scratch, out);
   else
-    attend_rows<float>(q, heads, kv, p, t0, t1, h0, h1, scores, out);
+    attend_group_tile<float>(q, heads, kv, p, g, t0, t1, scratch, out);
 }
 
 void attention_rows_reference(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,

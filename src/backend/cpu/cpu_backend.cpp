@@ -33,10 +33,12 @@ class CpuBackend final : public Backend {
       // Round x once; the kernels then multiply bf16 values exactly in f32.
       rounded_.resize(size_t(a.M * a.K));
       rounded_bf16_.resize(size_t(a.M * a.K));
-      for (int64_t i = 0; i < a.M * a.K; ++i) {
-        rounded_bf16_[i] = f32_to_bf16(a.x[i]);
-        rounded_[i] = bf16_to_f32(rounded_bf16_[i]);
-      }
+      pool_.parallel_for(a.M * a.K, 64, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          rounded_bf16_[i] = f32_to_bf16(a.x[i]);
+          rounded_[i] = bf16_to_f32(rounded_bf16_[i]);
+        }
+      });
       a.x = rounded_.data();
       a.xb = rounded_bf16_.data();
     }
@@ -82,18 +84,18 @@ class CpuBackend final : public Backend {
   void attention_impl(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) override {
     const int64_t t = q.dim(0), heads = q.dim(1);
     const int threads = pool_.size();
-    scores_.resize(size_t(threads));
-    for (auto& s : scores_) s.resize(size_t(kv.length));
-    // Work items are (row, head) pairs so decode (one row) still uses every thread.
-    const int64_t items = t * heads;
+    scratch_.resize(size_t(threads));
+    for (auto& s : scratch_) s.resize(size_t(cpu::attention_scratch_floats(kv, heads, t)));
+    const int64_t rows = cpu::attention_tile_rows(heads, kv.kv_heads);
+    const int64_t row_blocks = (t + rows - 1) / rows;
+    const int64_t tiles = row_blocks * kv.kv_heads;
+    // Tiles are dealt round-robin: causal rows get costlier down the chunk,
+    // so contiguous ranges would leave one thread with most of the work.
     pool_.run([&](int thread, int count) {
-      const int64_t i0 = items * thread / count, i1 = items * (thread + 1) / count;
-      for (int64_t i = i0; i < i1;) {
-        const int64_t row = i / heads, h0 = i % heads;
-        const int64_t h1 = std::min(heads, h0 + (i1 - i));
-        cpu::attention_rows(q.data<float>(), heads, kv, p, row, row + 1, h0, h1, scores_[thread].data(),
-                            out.data<float>());
-        i += h1 - h0;
+      for (int64_t i = thread; i < tiles; i += count) {
+        const int64_t block = i / kv.kv_heads, g = i % kv.kv_heads;
+        const int64_t t0 = block * rows, t1 = std::min(t, t0 + rows);
+        cpu::attention_tile(q.data<float>(), heads, kv, p, g, t0, t1, scratch_[thread].data(), out.data<float>());
       }
     });
   }
@@ -104,7 +106,7 @@ class CpuBackend final : public Backend {
   cpu::MatmulSlice matmul_slice_;
   std::vector<float> rounded_;
   std::vector<bf16_t> rounded_bf16_;
-  std::vector<std::vector<float>> scores_;
+  std::vector<std::vector<float>> scratch_;
 };
 
 }  // namespace

@@ -31,11 +31,15 @@ Isa detect_isa();
 const char* isa_name(Isa isa);
 MatmulSlice matmul_slice_for(Isa isa);
 
-// Attention for query rows [t0, t1) and heads [h0, h1); `scores` is scratch of
-// at least kv.length floats. Plain reference and a blocked fast version.
+// Attention is split into tiles: one kv group (its query heads) × a block of
+// query rows. attention_tile_rows says how many rows a tile takes; scratch
+// must hold attention_scratch_floats(...) floats per thread.
+int64_t attention_tile_rows(int64_t heads, int64_t kv_heads);
+int64_t attention_scratch_floats(const KvView& kv, int64_t heads, int64_t rows_in_chunk);
+void attention_tile(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t g,
+                    int64_t t0, int64_t t1, float* scratch, float* out);
+// The plain reference for query rows [t0, t1), every head.
 void attention_rows_reference(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
                               int64_t t0, int64_t t1, float* out);
-void attention_rows(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t t0,
-                    int64_t t1, int64_t h0, int64_t h1, float* scores, float* out);
 
 }  // namespace fathom::cpu
