@@ -46,8 +46,8 @@ void run_case(cpu::Isa isa, const Shape& s, DType w_dtype, bool bf16_inputs, std
   a.y = fast.data();
   // Two slices, as two threads would split N.
   const int64_t split = s.n / 2 / 16 * 16;
-  cpu::matmul_slice_for(isa)(a, 0, split);
-  cpu::matmul_slice_for(isa)(a, split, s.n);
+  cpu::kernels_for(isa).matmul(a, 0, split);
+  cpu::kernels_for(isa).matmul(a, split, s.n);
   a.y = ref.data();
   cpu::matmul_slice_reference(a, 0, s.n);
   EXPECT_LT(relative_error(fast.data(), ref.data(), s.m * s.n), 5e-6)
@@ -64,6 +64,25 @@ TEST(Matmul, FastKernelsMatchReference) {
     for (const Shape& s : shapes)
       for (DType w : {DType::f32, DType::bf16})
         for (bool bf16_inputs : {false, true}) run_case(isa, s, w, bf16_inputs, rng);
+}
+
+TEST(GemmNn, FastKernelsMatchReference) {
+  uint64_t seed;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Shape shapes[] = {{1, 5, 128}, {16, 70, 64}, {7, 33, 24}, {4, 1, 200}, {3, 9, 5}};
+  for (cpu::Isa isa : runnable_isas())
+    for (const Shape& s : shapes)
+      for (DType w_dtype : {DType::f32, DType::bf16}) {
+        const int64_t ldw = s.n + 3;  // rows of w further apart than N
+        Tensor x = random_tensor({s.m, s.k}, DType::f32, rng);
+        Tensor w = random_tensor({s.k, ldw}, w_dtype, rng);
+        std::vector<float> fast(static_cast<size_t>(s.m * s.n)), ref(static_cast<size_t>(s.m * s.n));
+        cpu::kernels_for(isa).gemm_nn(x.data<float>(), s.k, w.raw(), w_dtype, ldw, s.m, s.k, s.n, fast.data(), s.n);
+        cpu::gemm_nn_reference(x.data<float>(), s.k, w.raw(), w_dtype, ldw, s.m, s.k, s.n, ref.data(), s.n);
+        EXPECT_LT(relative_error(fast.data(), ref.data(), s.m * s.n), 5e-6)
+            << cpu::isa_name(isa) << " m=" << s.m << " k=" << s.k << " n=" << s.n;
+      }
 }
 
 TEST(Matmul, BackendChecksShapes) {

@@ -27,64 +27,53 @@ inline KeyRange visible_keys(const AttentionParams& p, int64_t t) {
   return {lo, pos};
 }
 
-inline void widen(const float* src, int64_t n, float* dst) { std::copy(src, src + n, dst); }
-inline void widen(const bf16_t* src, int64_t n, float* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
-}
-
-// All query heads of kv group g for rows [t0, t1): every cached key and value
-// row is widened once and used by every query of the tile.
-template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void attend_group_tile(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t g,
-                       int64_t t0, int64_t t1, float* scratch, float* out) {
+// All query heads of kv group g for rows [t0, t1) as two small GEMMs:
+// scores = Q·Kᵀ over the visible key span, masked and softmaxed in place,
+// then out = P·V. Scratch: the gathered, pre-scaled queries [nq, d], the
+// scores [nq, span] and the tile's output [nq, d].
+void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const KvView& kv,
+                       const AttentionParams& p, int64_t g, int64_t t0, int64_t t1, float* scratch, float* out) {
   const int64_t group = heads / kv.kv_heads, d = kv.head_dim;
   const int64_t nq = (t1 - t0) * group;
   const int64_t lo_all = visible_keys(p, t0).lo, hi_all = visible_keys(p, t1 - 1).hi;
   const int64_t span = hi_all - lo_all + 1;
-  float* row = scratch;              // [d] one widened key or value
-  float* scores = scratch + d;       // [nq, span]
-  const T* k = static_cast<const T*>(kv.k) + g * kv.head_stride;
-  const T* v = static_cast<const T*>(kv.v) + g * kv.head_stride;
-  auto query = [&](int64_t qi) { return ((t0 + qi / group) * heads + g * group + qi % group) * d; };
+  float* queries = scratch;             // [nq, d]
+  float* scores = queries + nq * d;     // [nq, span]
+  float* result = scores + nq * span;   // [nq, d]
+  const size_t elem = dtype_size(kv.dtype);
+  const char* k = static_cast<const char*>(kv.k) + size_t(g * kv.head_stride + lo_all * d) * elem;
+  const char* v = static_cast<const char*>(kv.v) + size_t(g * kv.head_stride + lo_all * d) * elem;
+  auto query_row = [&](int64_t qi) { return ((t0 + qi / group) * heads + g * group + qi % group) * d; };
 
-  for (int64_t j = lo_all; j <= hi_all; ++j) {
-    widen(k + j * d, d, row);
-    for (int64_t qi = 0; qi < nq; ++qi) {
-      const KeyRange r = visible_keys(p, t0 + qi / group);
-      float& score = scores[qi * span + (j - lo_all)];
-      if (j < r.lo || j > r.hi) {
-        score = -INFINITY;
-        continue;
-      }
-      const float* qr = q + query(qi);
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < d; ++i) s += qr[i] * row[i];
-      score = s * p.scale;
-    }
-  }
   for (int64_t qi = 0; qi < nq; ++qi) {
+    const float* src = q + query_row(qi);
+    for (int64_t i = 0; i < d; ++i) queries[qi * d + i] = src[i] * p.scale;
+  }
+  MatmulArgs a;
+  a.x = queries;
+  a.w = k;
+  a.w_dtype = kv.dtype;
+  a.y = scores;
+  a.M = nq, a.N = span, a.K = d;
+  kern.matmul(a, 0, span);
+
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    const KeyRange r = visible_keys(p, t0 + qi / group);
     float* sr = scores + qi * span;
+    const int64_t first = r.lo - lo_all, last = r.hi - lo_all;
     float max_score = -INFINITY;
-    for (int64_t j = 0; j < span; ++j) max_score = std::max(max_score, sr[j]);
+    for (int64_t j = first; j <= last; ++j) max_score = std::max(max_score, sr[j]);
     float sum = 0.0f;
-    for (int64_t j = 0; j < span; ++j) sum += (sr[j] = std::exp(sr[j] - max_score));
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < span; ++j) sr[j] *= inv;
-    float* o = out + query(qi);
-    for (int64_t i = 0; i < d; ++i) o[i] = 0.0f;
-  }
-  for (int64_t j = lo_all; j <= hi_all; ++j) {
-    widen(v + j * d, d, row);
-    for (int64_t qi = 0; qi < nq; ++qi) {
-      const float w = scores[qi * span + (j - lo_all)];
-      if (w == 0.0f) continue;
-      float* o = out + query(qi);
-#pragma omp simd
-      for (int64_t i = 0; i < d; ++i) o[i] += w * row[i];
+    for (int64_t j = 0; j < span; ++j) {
+      const float e = j < first || j > last ? 0.0f : std::exp(sr[j] - max_score);
+      sr[j] = e;
+      sum += e;
     }
+    const float inv = 1.0f / sum;
+    for (int64_t j = first; j <= last; ++j) sr[j] *= inv;
   }
+  kern.gemm_nn(scores, span, v, kv.dtype, d, nq, span, d, result, d);
+  for (int64_t qi = 0; qi < nq; ++qi) std::copy(result + qi * d, result + (qi + 1) * d, out + query_row(qi));
 }
 
 template <typename T>
@@ -126,15 +115,12 @@ int64_t attention_tile_rows(int64_t heads, int64_t kv_heads) {
 
 int64_t attention_scratch_floats(const KvView& kv, int64_t heads, int64_t rows_in_chunk) {
   const int64_t nq = std::min(rows_in_chunk, attention_tile_rows(heads, kv.kv_heads)) * (heads / kv.kv_heads);
-  return kv.head_dim + nq * kv.length;
+  return 2 * nq * kv.head_dim + nq * kv.length;
 }
 
-void attention_tile(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t g,
-                    int64_t t0, int64_t t1, float* scratch, float* out) {
-  if (kv.dtype == DType::bf16)
-    attend_group_tile<bf16_t>(q, heads, kv, p, g, t0, t1, scratch, out);
-  else
-    attend_group_tile<float>(q, heads, kv, p, g, t0, t1, scratch, out);
+void attention_tile(const Kernels& k, const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
+                    int64_t g, int64_t t0, int64_t t1, float* scratch, float* out) {
+  attend_group_tile(k, q, heads, kv, p, g, t0, t1, scratch, out);
 }
 
 void attention_rows_reference(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,

@@ -14,7 +14,7 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() : pool_(ThreadPool::global()), isa_(cpu::detect_isa()), matmul_slice_(cpu::matmul_slice_for(isa_)) {}
+  CpuBackend() : pool_(ThreadPool::global()), isa_(cpu::detect_isa()), kernels_(cpu::kernels_for(isa_)) {}
 
   std::string name() const override { return std::string("cpu-") + cpu::isa_name(isa_); }
 
@@ -42,7 +42,7 @@ class CpuBackend final : public Backend {
       a.x = rounded_.data();
       a.xb = rounded_bf16_.data();
     }
-    auto slice = matmul_slice_;
+    auto slice = kernels_.matmul;
     pool_.parallel_for(a.N, 16, [&](int64_t n0, int64_t n1) { slice(a, n0, n1); });
   }
 
@@ -95,7 +95,7 @@ class CpuBackend final : public Backend {
       for (int64_t i = thread; i < tiles; i += count) {
         const int64_t block = i / kv.kv_heads, g = i % kv.kv_heads;
         const int64_t t0 = block * rows, t1 = std::min(t, t0 + rows);
-        cpu::attention_tile(q.data<float>(), heads, kv, p, g, t0, t1, scratch_[thread].data(), out.data<float>());
+        cpu::attention_tile(kernels_, q.data<float>(), heads, kv, p, g, t0, t1, scratch_[thread].data(), out.data<float>());
       }
     });
   }
@@ -103,7 +103,7 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool& pool_;
   cpu::Isa isa_;
-  cpu::MatmulSlice matmul_slice_;
+  cpu::Kernels kernels_;
   std::vector<float> rounded_;
   std::vector<bf16_t> rounded_bf16_;
   std::vector<std::vector<float>> scratch_;

@@ -26,18 +26,36 @@ void matmul_slice_reference(const MatmulArgs& a, int64_t n0, int64_t n1);
 void matmul_slice_avx2(const MatmulArgs& a, int64_t n0, int64_t n1);
 void matmul_slice_avx512(const MatmulArgs& a, int64_t n0, int64_t n1);
 
+// y[M, N] = x[M, K] · w[K, N] with w's rows ldw apart (f32 or bf16); used by
+// attention for probabilities × values.
+using GemmNn = void (*)(const float* x, int64_t ldx, const void* w, DType w_dtype, int64_t ldw, int64_t M, int64_t K,
+                        int64_t N, float* y, int64_t ldy);
+
+void gemm_nn_reference(const float* x, int64_t ldx, const void* w, DType w_dtype, int64_t ldw, int64_t M, int64_t K,
+                       int64_t N, float* y, int64_t ldy);
+void gemm_nn_avx2(const float* x, int64_t ldx, const void* w, DType w_dtype, int64_t ldw, int64_t M, int64_t K,
+                  int64_t N, float* y, int64_t ldy);
+void gemm_nn_avx512(const float* x, int64_t ldx, const void* w, DType w_dtype, int64_t ldw, int64_t M, int64_t K,
+                    int64_t N, float* y, int64_t ldy);
+
 enum class Isa { portable, avx2, avx512 };
 Isa detect_isa();
 const char* isa_name(Isa isa);
-MatmulSlice matmul_slice_for(Isa isa);
+
+// The kernels of one instruction set.
+struct Kernels {
+  MatmulSlice matmul;
+  GemmNn gemm_nn;
+};
+Kernels kernels_for(Isa isa);
 
 // Attention is split into tiles: one kv group (its query heads) × a block of
 // query rows. attention_tile_rows says how many rows a tile takes; scratch
 // must hold attention_scratch_floats(...) floats per thread.
 int64_t attention_tile_rows(int64_t heads, int64_t kv_heads);
 int64_t attention_scratch_floats(const KvView& kv, int64_t heads, int64_t rows_in_chunk);
-void attention_tile(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t g,
-                    int64_t t0, int64_t t1, float* scratch, float* out);
+void attention_tile(const Kernels& k, const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
+                    int64_t g, int64_t t0, int64_t t1, float* scratch, float* out);
 // The plain reference for query rows [t0, t1), every head.
 void attention_rows_reference(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
                               int64_t t0, int64_t t1, float* out);

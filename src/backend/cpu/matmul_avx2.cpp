@@ -31,6 +31,8 @@ struct DotF32 {
   }
   static acc madd(__m256 x, wreg w, acc a) { return _mm256_fmadd_ps(x, w, a); }
   static float hsum(acc a) { return hsum256(a); }
+  static __m256 splat(float v) { return _mm256_set1_ps(v); }
+  static void store(float* p, acc a) { _mm256_storeu_ps(p, a); }
 };
 
 }  // namespace
@@ -44,6 +46,14 @@ void matmul_slice_avx2(const MatmulArgs& a, int64_t n0, int64_t n1) {
     blocked_matmul<DotF32<bf16_t>>(a, a.x, static_cast<const bf16_t*>(a.w), n0, n1);
   else
     blocked_matmul<DotF32<float>>(a, a.x, static_cast<const float*>(a.w), n0, n1);
+}
+
+void gemm_nn_avx2(const float* x, int64_t ldx, const void* w, DType w_dtype, int64_t ldw, int64_t M, int64_t K,
+                 int64_t N, float* y, int64_t ldy) {
+  if (w_dtype == DType::bf16)
+    gemm_nn<DotF32<bf16_t>>(x, ldx, static_cast<const bf16_t*>(w), ldw, M, K, N, y, ldy);
+  else
+    gemm_nn<DotF32<float>>(x, ldx, static_cast<const float*>(w), ldw, M, K, N, y, ldy);
 }
 
 }  // namespace fathom::cpu

@@ -19,4 +19,18 @@ void matmul_slice_reference(const MatmulArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
+void gemm_nn_reference(const float* x, int64_t ldx, const void* w, DType w_dtype, int64_t ldw, int64_t M, int64_t K,
+                       int64_t N, float* y, int64_t ldy) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double sum = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const float wv = w_dtype == DType::bf16 ? bf16_to_f32(static_cast<const bf16_t*>(w)[k * ldw + n])
+                                                : static_cast<const float*>(w)[k * ldw + n];
+        sum += double(x[m * ldx + k]) * wv;
+      }
+      y[m * ldy + n] = float(sum);
+    }
+}
+
 }  // namespace fathom::cpu

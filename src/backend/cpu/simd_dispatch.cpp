@@ -22,13 +22,13 @@ const char* isa_name(Isa isa) {
   return "?";
 }
 
-MatmulSlice matmul_slice_for(Isa isa) {
+Kernels kernels_for(Isa isa) {
   switch (isa) {
-    case Isa::avx512: return matmul_slice_avx512;
-    case Isa::avx2: return matmul_slice_avx2;
-    case Isa::portable: return matmul_slice_reference;
+    case Isa::avx512: return {matmul_slice_avx512, gemm_nn_avx512};
+    case Isa::avx2: return {matmul_slice_avx2, gemm_nn_avx2};
+    case Isa::portable: break;
   }
-  return matmul_slice_reference;
+  return {matmul_slice_reference, gemm_nn_reference};
 }
 
 }  // namespace fathom::cpu
