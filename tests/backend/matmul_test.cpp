@@ -85,6 +85,18 @@ TEST(GemmNn, FastKernelsMatchReference) {
       }
 }
 
+TEST(ToBf16, FastConversionRoundsLikeTheReference) {
+  auto rng = fresh_rng();
+  Tensor x = random_tensor({1000}, DType::f32, rng, 100.0f);
+  x.data<float>()[3] = 1.00390625f;  // a tie: rounds to even
+  std::vector<bf16_t> fast(1000), ref(1000);
+  for (cpu::Isa isa : runnable_isas()) {
+    cpu::kernels_for(isa).to_bf16(x.data<float>(), 1000, fast.data());
+    cpu::to_bf16_reference(x.data<float>(), 1000, ref.data());
+    EXPECT_EQ(fast, ref) << cpu::isa_name(isa);
+  }
+}
+
 TEST(Matmul, BackendChecksShapes) {
   auto backend = make_cpu_backend();
   auto rng = fresh_rng();

@@ -30,17 +30,18 @@ class CpuBackend final : public Backend {
     a.bias = bias ? bias->data<float>() : nullptr;
     a.y = y.data<float>();
     if (bf16_inputs) {
-      // Round x once; the kernels then multiply bf16 values exactly in f32.
-      rounded_.resize(size_t(a.M * a.K));
-      rounded_bf16_.resize(size_t(a.M * a.K));
-      pool_.parallel_for(a.M * a.K, 64, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          rounded_bf16_[i] = f32_to_bf16(a.x[i]);
-          rounded_[i] = bf16_to_f32(rounded_bf16_[i]);
-        }
+      // Round x to bf16 once. Kernels without a bf16 dot product multiply
+      // the rounded values widened back to f32, which gives the same products.
+      const int64_t n = a.M * a.K;
+      rounded_bf16_.resize(size_t(n));
+      if (!kernels_.bf16_dot) rounded_.resize(size_t(n));
+      pool_.parallel_for(n, 64, [&](int64_t i0, int64_t i1) {
+        kernels_.to_bf16(a.x + i0, i1 - i0, rounded_bf16_.data() + i0);
+        if (!kernels_.bf16_dot)
+          for (int64_t i = i0; i < i1; ++i) rounded_[i] = bf16_to_f32(rounded_bf16_[i]);
       });
-      a.x = rounded_.data();
       a.xb = rounded_bf16_.data();
+      if (!kernels_.bf16_dot) a.x = rounded_.data();
     }
     auto slice = kernels_.matmul;
     pool_.parallel_for(a.N, 16, [&](int64_t n0, int64_t n1) { slice(a, n0, n1); });

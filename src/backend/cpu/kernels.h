@@ -42,10 +42,17 @@ enum class Isa { portable, avx2, avx512 };
 Isa detect_isa();
 const char* isa_name(Isa isa);
 
+// dst[i] = bf16(src[i]), rounding to nearest even.
+using ToBf16 = void (*)(const float* src, int64_t n, bf16_t* dst);
+void to_bf16_reference(const float* src, int64_t n, bf16_t* dst);
+void to_bf16_avx512(const float* src, int64_t n, bf16_t* dst);
+
 // The kernels of one instruction set.
 struct Kernels {
   MatmulSlice matmul;
   GemmNn gemm_nn;
+  ToBf16 to_bf16;
+  bool bf16_dot;  // matmul multiplies MatmulArgs::xb directly (else x must hold bf16-rounded values)
 };
 Kernels kernels_for(Isa isa);
 

@@ -22,6 +22,8 @@ struct DotF32 {
   using acc = __m256;
   using wreg = __m256;
   static constexpr int step = 8;
+  static constexpr bool has_reduce16 = false;
+  static void reduce16(const __m256*, float*) {}
   static acc zero() { return _mm256_setzero_ps(); }
   static __m256 load_x(const float* p) { return _mm256_loadu_ps(p); }
   static wreg load_w(const float* p) { return _mm256_loadu_ps(p); }

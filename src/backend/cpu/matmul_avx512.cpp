@@ -10,6 +10,26 @@
 namespace fathom::cpu {
 namespace {
 
+// Horizontal sums of 16 vectors at once: out[i] = Σ lanes of a[i], with
+// 15 shuffles-and-adds per level instead of a full reduction per vector.
+inline void reduce16_avx512(const __m512* a, float* out) {
+  __m512 b[8], c[4];
+  for (int i = 0; i < 8; ++i)  // halves of a[2i] and a[2i+1] folded: 8 partials each
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int i = 0; i < 4; ++i)  // 128-bit lane L of c[i] holds 4 partials of a[4i + L]
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(c[0], c[1]), _mm512_unpackhi_ps(c[0], c[1]));
+  const __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(c[2], c[3]), _mm512_unpackhi_ps(c[2], c[3]));
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+  alignas(64) float lanes[16];  // lanes[4L + i] = total of a[4i + L]
+  _mm512_store_ps(lanes, r);
+  for (int i = 0; i < 4; ++i)
+    for (int l = 0; l < 4; ++l) out[4 * i + l] = lanes[4 * l + i];
+}
+
 template <typename WT>
 struct DotF32 {
   using X = float;
@@ -17,6 +37,8 @@ struct DotF32 {
   using acc = __m512;
   using wreg = __m512;
   static constexpr int step = 16;
+  static constexpr bool has_reduce16 = true;
+  static void reduce16(const __m512* a, float* out) { reduce16_avx512(a, out); }
   static acc zero() { return _mm512_setzero_ps(); }
   static __m512 load_x(const float* p) { return _mm512_loadu_ps(p); }
   static wreg load_w(const float* p) { return _mm512_loadu_ps(p); }
@@ -36,6 +58,8 @@ struct DotBf16 {
   using acc = __m512;
   using wreg = __m512bh;
   static constexpr int step = 32;
+  static constexpr bool has_reduce16 = true;
+  static void reduce16(const __m512* a, float* out) { reduce16_avx512(a, out); }
   static acc zero() { return _mm512_setzero_ps(); }
   static __m512bh load_x(const bf16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
   static wreg load_w(const bf16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
@@ -54,6 +78,13 @@ void matmul_slice_avx512(const MatmulArgs& a, int64_t n0, int64_t n1) {
     blocked_matmul<DotF32<bf16_t>>(a, a.x, static_cast<const bf16_t*>(a.w), n0, n1);
   else
     blocked_matmul<DotF32<float>>(a, a.x, static_cast<const float*>(a.w), n0, n1);
+}
+
+void to_bf16_avx512(const float* src, int64_t n, bf16_t* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i)));
+  for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
 void gemm_nn_avx512(const float* x, int64_t ldx, const void* w, DType w_dtype, int64_t ldw, int64_t M, int64_t K,

@@ -33,4 +33,8 @@ void gemm_nn_reference(const float* x, int64_t ldx, const void* w, DType w_dtype
     }
 }
 
+void to_bf16_reference(const float* src, int64_t n, bf16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
 }  // namespace fathom::cpu

@@ -24,11 +24,11 @@ const char* isa_name(Isa isa) {
 
 Kernels kernels_for(Isa isa) {
   switch (isa) {
-    case Isa::avx512: return {matmul_slice_avx512, gemm_nn_avx512};
-    case Isa::avx2: return {matmul_slice_avx2, gemm_nn_avx2};
+    case Isa::avx512: return {matmul_slice_avx512, gemm_nn_avx512, to_bf16_avx512, true};
+    case Isa::avx2: return {matmul_slice_avx2, gemm_nn_avx2, to_bf16_reference, false};
     case Isa::portable: break;
   }
-  return {matmul_slice_reference, gemm_nn_reference};
+  return {matmul_slice_reference, gemm_nn_reference, to_bf16_reference, false};
 }
 
 }  // namespace fathom::cpu
