@@ -69,7 +69,7 @@ void Backend::attention(const Tensor& q, const KvView& kv, const AttentionParams
         " does not fit ", kv.kv_heads, " kv heads of dim ", kv.head_dim);
   check(p.first_position >= 0 && p.first_position + q.dim(0) <= kv.length, "attention: queries at [",
         p.first_position, ", ", p.first_position + q.dim(0), ") but the cache holds ", kv.length);
-  check(kv.dtype == DType::f32 || kv.dtype == DType::bf16, "attention: KV dtype ", dtype_name(kv.dtype),
+  check(kv.reader || kv.dtype == DType::f32 || kv.dtype == DType::bf16, "attention: KV dtype ", dtype_name(kv.dtype),
         " is not supported");
   attention_impl(q, kv, p, out);
 }

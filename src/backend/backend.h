@@ -11,10 +11,21 @@
 
 namespace fathom {
 
+// A quantized cache lends attention a reader that widens rows on demand, a
+// block at a time, so no full-precision copy of the cache is ever made.
+struct KvRowReader {
+  const void* ctx = nullptr;
+  // dst [count, head_dim] ← rows [first, first + count) of kv head `head` of K
+  // (values = false) or V (values = true).
+  void (*read)(const void* ctx, bool values, int64_t head, int64_t first, int64_t count, float* dst) = nullptr;
+};
+
 // One layer's cached keys and values as attention reads them:
 // k and v are [kv_heads, capacity, head_dim] (head_stride = capacity * head_dim
-// elements), positions [0, length) are valid.
+// elements), positions [0, length) are valid. With a reader, k/v/dtype are
+// unused and rows come from the reader.
 struct KvView {
+  const KvRowReader* reader = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
   DType dtype = DType::f32;  // f32 or bf16

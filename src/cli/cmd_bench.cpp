@@ -44,6 +44,7 @@ Command add_bench_command(CLI::App& app) {
   app.add_option("--gen-tokens", o->gen_tokens, "tokens to decode")->capture_default_str();
   app.add_option("--repeat", o->repeat, "runs; medians are reported")->capture_default_str();
   return [o] {
+    if (o->model.maybe_describe_kv()) return 0;
     check(o->prompt_tokens > 0, "--prompt-tokens must be positive, got ", o->prompt_tokens);
     check(o->gen_tokens > 0, "--gen-tokens must be positive, got ", o->gen_tokens);
     check(o->repeat > 0, "--repeat must be positive, got ", o->repeat);
@@ -60,7 +61,6 @@ Command add_bench_command(CLI::App& app) {
     int64_t kv_bytes = 0;
     for (int r = 0; r < o->repeat; ++r) {
       auto state = model->new_state(o->prompt_tokens + o->gen_tokens);
-      kv_bytes = state->bytes();
       const auto t0 = clock::now();
       Tensor logits = prefill(*model, *state, prompt, policy, false);
       const auto t1 = clock::now();
@@ -70,6 +70,7 @@ Command add_bench_command(CLI::App& app) {
         next = argmax({logits.data<float>(), size_t(config.vocab_size)});
       }
       const auto t2 = clock::now();
+      kv_bytes = state->bytes();
       prefill_tps.push_back(double(o->prompt_tokens) / std::chrono::duration<double>(t1 - t0).count());
       decode_tps.push_back(double(o->gen_tokens) / std::chrono::duration<double>(t2 - t1).count());
     }
@@ -85,6 +86,7 @@ Command add_bench_command(CLI::App& app) {
         {"prefill_tok_s", median(prefill_tps)},
         {"decode_tok_s", median(decode_tps)},
         {"weight_bytes", model->weight_bytes()},
+        {"kv_scheme", model->kv_scheme().cache_key()},
         {"kv_bytes", kv_bytes},
         {"peak_rss_bytes", peak_rss_bytes()},
     };

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "core/error.h"
 #include "engine/generator.h"
 #include "io/generation_config.h"
 
@@ -19,7 +20,7 @@ Command add_generate_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   o->model.add_to(app);
-  app.add_option("--prompt-ids", o->ids, "comma-separated token ids")->required();
+  app.add_option("--prompt-ids", o->ids, "comma-separated token ids");
   app.add_option("-n,--max-tokens", o->max_new_tokens, "tokens to generate")->capture_default_str();
   app.add_option("--temp,--temperature", o->sampling.temperature, "sampling temperature (0: greedy)")
       ->capture_default_str();
@@ -30,6 +31,8 @@ Command add_generate_command(CLI::App& app) {
   app.add_option("--seed", o->sampling.seed, "random seed");
   app.add_flag("--ignore-eos", o->ignore_eos, "do not stop at the model's end-of-sequence ids");
   return [o] {
+    if (o->model.maybe_describe_kv()) return 0;
+    check(!o->ids.empty(), "--prompt-ids is required");
     o->sampling.validate();
     const std::vector<int32_t> ids = parse_id_list(o->ids, "--prompt-ids");
     auto model = o->model.load();

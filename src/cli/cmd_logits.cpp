@@ -1,6 +1,7 @@
 // fathom logits --model DIR --prompt-ids 5,17,42 --out FILE.npy
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "core/error.h"
 #include "engine/generator.h"
 #include "io/npy.h"
 
@@ -11,9 +12,12 @@ Command add_logits_command(CLI::App& app) {
   auto ids_text = std::make_shared<std::string>();
   auto out_path = std::make_shared<std::string>();
   model->add_to(app);
-  app.add_option("--prompt-ids", *ids_text, "comma-separated token ids")->required();
-  app.add_option("--out", *out_path, "output .npy file, float32 [T, vocab]")->required();
+  app.add_option("--prompt-ids", *ids_text, "comma-separated token ids");
+  app.add_option("--out", *out_path, "output .npy file, float32 [T, vocab]");
   return [=] {
+    if (model->maybe_describe_kv()) return 0;
+    check(!ids_text->empty(), "--prompt-ids is required");
+    check(!out_path->empty(), "--out is required");
     const std::vector<int32_t> ids = parse_id_list(*ids_text, "--prompt-ids");
     auto m = model->load();
     validate_token_ids(ids, m->config().vocab_size);

@@ -1,5 +1,7 @@
 #include "cli/common_options.h"
 
+#include <cstdio>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/error.h"
@@ -13,6 +15,28 @@ void ModelOptions::add_to(CLI::App& app) {
   app.add_option("--dtype", dtype, "compute dtype: auto, f32 or bf16")->capture_default_str();
   app.add_option("--threads", threads, "worker threads (0: all cores)")->capture_default_str();
   app.add_option("--prefill-chunk", prefill_chunk, "tokens per prefill chunk")->capture_default_str();
+  app.add_option("--kv-quant", kv_quant, "KV cache: off, 2, 3, 4, 6, 8 (affine bits) or config (kv_config.json)")
+      ->capture_default_str();
+  app.add_option("--kv-group-size", kv_group_size, "affine KV group size along head_dim: 32, 64 or 128 (default 64)");
+  app.add_option("--quantized-kv-start", quantized_kv_start,
+                 "keep the first N tokens in bf16 (default 5000 for --kv-quant N, 0 for config and turbo)");
+  app.add_option("--turbo-kv", turbo_kv, "TurboQuant KV bits for keys and values, e.g. 3,4");
+  app.add_flag("--describe-kv", describe_kv, "print the KV scheme's cache key and per-layer storage, then stop");
+}
+
+KvScheme ModelOptions::kv_scheme() const {
+  return KvScheme::from_flags(kv_quant, kv_group_size, quantized_kv_start, turbo_kv, model_dir);
+}
+
+bool ModelOptions::maybe_describe_kv() const {
+  if (!describe_kv) return false;
+  const ModelConfig config = load_model_config(model_dir);
+  const KvScheme scheme = kv_scheme();
+  nlohmann::json out = scheme.describe(config);
+  const int64_t tokens = std::min<int64_t>(config.max_position_embeddings, 4096);
+  out["bytes_at"] = {{"tokens", tokens}, {"bytes", scheme.bytes_at(config, tokens)}};
+  std::printf("%s\n", out.dump(2).c_str());
+  return true;
 }
 
 std::unique_ptr<Model> ModelOptions::load() const {
@@ -20,6 +44,7 @@ std::unique_ptr<Model> ModelOptions::load() const {
   check(prefill_chunk > 0, "--prefill-chunk must be positive, got ", prefill_chunk);
   ThreadPool::set_global_threads(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency())));
   LoadOptions options;
+  options.kv_scheme = kv_scheme();
   if (dtype == "auto") {
     const ModelConfig config = load_model_config(model_dir);
     const bool half = config.weights_dtype == "bfloat16" || config.weights_dtype == "float16";

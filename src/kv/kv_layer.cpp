@@ -5,75 +5,62 @@
 #include "core/error.h"
 
 namespace fathom {
-namespace {
 
-class PlainKvLayer final : public KvLayer {
- public:
-  PlainKvLayer(int64_t kv_heads, int64_t head_dim, int64_t capacity, DType dtype)
-      : kv_heads_(kv_heads), head_dim_(head_dim), capacity_(capacity), dtype_(dtype) {
-    check(dtype == DType::f32 || dtype == DType::bf16, "kv cache: storage dtype ", dtype_name(dtype),
-          " is not supported (f32, bf16)");
-    check(capacity > 0, "kv cache: capacity must be positive, got ", capacity);
-    k_ = Tensor::empty({kv_heads, capacity, head_dim}, dtype);
-    v_ = Tensor::empty({kv_heads, capacity, head_dim}, dtype);
-  }
+PlainKvLayer::PlainKvLayer(int64_t kv_heads, int64_t head_dim, int64_t capacity, DType dtype)
+    : kv_heads_(kv_heads), head_dim_(head_dim), capacity_(capacity), dtype_(dtype) {
+  check(dtype == DType::f32 || dtype == DType::bf16, "kv cache: storage dtype ", dtype_name(dtype),
+        " is not supported (f32, bf16)");
+  check(capacity > 0, "kv cache: capacity must be positive, got ", capacity);
+  k_ = Tensor::empty({kv_heads, capacity, head_dim}, dtype);
+  v_ = Tensor::empty({kv_heads, capacity, head_dim}, dtype);
+}
 
-  int64_t length() const override { return length_; }
-  int64_t capacity() const override { return capacity_; }
-
-  void append(const Tensor& k, const Tensor& v) override {
-    const int64_t count = k.dim(0);
-    check(k.dtype() == DType::f32 && k.shape() == v.shape() && k.numel() == count * kv_heads_ * head_dim_,
-          "kv append: k ", k.shape_string(), " v ", v.shape_string(), " do not fit ", kv_heads_, " heads of ",
-          head_dim_);
-    check(length_ + count <= capacity_, "kv append: ", length_, " + ", count, " tokens exceed the capacity of ",
-          capacity_);
-    for (int64_t t = 0; t < count; ++t)
-      for (int64_t h = 0; h < kv_heads_; ++h) {
-        const int64_t src = (t * kv_heads_ + h) * head_dim_;
-        const int64_t dst = (h * capacity_ + length_ + t) * head_dim_;
-        store(k.data<float>() + src, k_, dst);
-        store(v.data<float>() + src, v_, dst);
-      }
-    length_ += count;
-  }
-
-  void attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const override {
-    KvView view;
-    view.k = k_.raw();
-    view.v = v_.raw();
-    view.dtype = dtype_;
-    view.kv_heads = kv_heads_;
-    view.head_dim = head_dim_;
-    view.length = length_;
-    view.head_stride = capacity_ * head_dim_;
-    backend.attention(q, view, p, out);
-  }
-
-  void trim(int64_t new_length) override {
-    check(new_length >= 0 && new_length <= length_, "kv trim: new length ", new_length, " outside [0, ", length_, "]");
-    length_ = new_length;
-  }
-
-  int64_t bytes() const override { return int64_t(k_.nbytes() + v_.nbytes()); }
-
- private:
-  void store(const float* src, Tensor& dst, int64_t offset) {
-    if (dtype_ == DType::f32) {
-      std::memcpy(dst.data<float>() + offset, src, size_t(head_dim_) * 4);
-    } else {
-      bf16_t* d = dst.data<bf16_t>() + offset;
-      for (int64_t i = 0; i < head_dim_; ++i) d[i] = f32_to_bf16(src[i]);
+void PlainKvLayer::append(const Tensor& k, const Tensor& v) {
+  const int64_t count = k.dim(0);
+  check(k.dtype() == DType::f32 && k.shape() == v.shape() && k.numel() == count * kv_heads_ * head_dim_,
+        "kv append: k ", k.shape_string(), " v ", v.shape_string(), " do not fit ", kv_heads_, " heads of ",
+        head_dim_);
+  check(length_ + count <= capacity_, "kv append: ", length_, " + ", count, " tokens exceed the capacity of ",
+        capacity_);
+  for (int64_t t = 0; t < count; ++t)
+    for (int64_t h = 0; h < kv_heads_; ++h) {
+      const int64_t src = (t * kv_heads_ + h) * head_dim_;
+      const int64_t dst = (h * capacity_ + length_ + t) * head_dim_;
+      store(k.data<float>() + src, k_, dst);
+      store(v.data<float>() + src, v_, dst);
     }
+  length_ += count;
+}
+
+KvView PlainKvLayer::view() const {
+  KvView view;
+  view.k = k_.raw();
+  view.v = v_.raw();
+  view.dtype = dtype_;
+  view.kv_heads = kv_heads_;
+  view.head_dim = head_dim_;
+  view.length = length_;
+  view.head_stride = capacity_ * head_dim_;
+  return view;
+}
+
+void PlainKvLayer::attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const {
+  backend.attention(q, view(), p, out);
+}
+
+void PlainKvLayer::trim(int64_t new_length) {
+  check(new_length >= 0 && new_length <= length_, "kv trim: new length ", new_length, " outside [0, ", length_, "]");
+  length_ = new_length;
+}
+
+void PlainKvLayer::store(const float* src, Tensor& dst, int64_t offset) {
+  if (dtype_ == DType::f32) {
+    std::memcpy(dst.data<float>() + offset, src, size_t(head_dim_) * 4);
+  } else {
+    bf16_t* d = dst.data<bf16_t>() + offset;
+    for (int64_t i = 0; i < head_dim_; ++i) d[i] = f32_to_bf16(src[i]);
   }
-
-  int64_t kv_heads_, head_dim_, capacity_;
-  DType dtype_;
-  int64_t length_ = 0;
-  Tensor k_, v_;
-};
-
-}  // namespace
+}
 
 std::unique_ptr<KvLayer> make_plain_kv_layer(int64_t kv_heads, int64_t head_dim, int64_t capacity, DType dtype) {
   return std::make_unique<PlainKvLayer>(kv_heads, head_dim, capacity, dtype);

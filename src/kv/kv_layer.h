@@ -21,12 +21,46 @@ class KvLayer {
   virtual void attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const = 0;
   // Forgets positions >= new_length.
   virtual void trim(int64_t new_length) = 0;
+  // Called after every prefill chunk and decode step; a layer with a delayed
+  // quantization start converts here once it holds enough tokens.
+  virtual void end_step() {}
   // Bytes of storage this layer holds.
   virtual int64_t bytes() const = 0;
+  // What attention reads (for a rotated codec, rows are in the rotated space).
+  virtual KvView view() const = 0;
 };
 
 // Plain storage in f32 or bf16, [kv_heads, capacity, head_dim] for K and V,
 // allocated once at the sequence's capacity.
+class PlainKvLayer final : public KvLayer {
+ public:
+  PlainKvLayer(int64_t kv_heads, int64_t head_dim, int64_t capacity, DType dtype);
+  int64_t length() const override { return length_; }
+  int64_t capacity() const override { return capacity_; }
+  void append(const Tensor& k, const Tensor& v) override;
+  void attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const override;
+  void trim(int64_t new_length) override;
+  int64_t bytes() const override { return int64_t(k_.nbytes() + v_.nbytes()); }
+  KvView view() const override;
+
+ private:
+  void store(const float* src, Tensor& dst, int64_t offset);
+
+  int64_t kv_heads_, head_dim_, capacity_;
+  DType dtype_;
+  int64_t length_ = 0;
+  Tensor k_, v_;
+};
+
 std::unique_ptr<KvLayer> make_plain_kv_layer(int64_t kv_heads, int64_t head_dim, int64_t capacity, DType dtype);
+
+struct LayerCodec;
+// A layer stored with a quantized codec (affine or TurboQuant). Until it holds
+// `start` tokens (and at least one) it keeps plain storage of `plain_dtype` and
+// attends exactly; at the first step boundary past that it converts.
+// `rotation_seed` fixes TurboQuant's random rotation for this layer.
+std::unique_ptr<KvLayer> make_codec_kv_layer(int64_t kv_heads, int64_t head_dim, int64_t capacity,
+                                             const LayerCodec& codec, int64_t start, DType plain_dtype,
+                                             uint64_t rotation_seed);
 
 }  // namespace fathom

@@ -37,7 +37,7 @@ TEST(Attention, BackendMatchesReference) {
       Tensor q = random_tensor({c.t, c.heads, c.head_dim}, DType::f32, rng);
       Tensor k = random_tensor({c.kv_heads, capacity, c.head_dim}, kv_dtype, rng);
       Tensor v = random_tensor({c.kv_heads, capacity, c.head_dim}, kv_dtype, rng);
-      KvView view{k.raw(), v.raw(), kv_dtype, c.kv_heads, c.head_dim, c.length, capacity * c.head_dim};
+      KvView view{nullptr, k.raw(), v.raw(), kv_dtype, c.kv_heads, c.head_dim, c.length, capacity * c.head_dim};
       AttentionParams p;
       p.scale = 0.3f;
       p.first_position = c.first;
@@ -58,7 +58,7 @@ TEST(Attention, SingleVisibleKeyReturnsItsValue) {
   Tensor q = random_tensor({1, 4, 16}, DType::f32, rng);
   Tensor k = random_tensor({2, 5, 16}, DType::f32, rng);
   Tensor v = random_tensor({2, 5, 16}, DType::f32, rng);
-  KvView view{k.raw(), v.raw(), DType::f32, 2, 16, 5, 5 * 16};
+  KvView view{nullptr, k.raw(), v.raw(), DType::f32, 2, 16, 5, 5 * 16};
   AttentionParams p;
   Tensor out = Tensor::empty(q.shape(), DType::f32);
   backend->attention(q, view, p, out);
@@ -72,7 +72,7 @@ TEST(Attention, RejectsQueriesBeyondTheCache) {
   auto backend = make_cpu_backend();
   Tensor q = random_tensor({3, 2, 8}, DType::f32, rng);
   Tensor k = random_tensor({1, 4, 8}, DType::f32, rng);
-  KvView view{k.raw(), k.raw(), DType::f32, 1, 8, 4, 32};
+  KvView view{nullptr, k.raw(), k.raw(), DType::f32, 1, 8, 4, 32};
   AttentionParams p;
   p.first_position = 2;
   Tensor out = Tensor::empty(q.shape(), DType::f32);

@@ -13,6 +13,8 @@ namespace {
 // Queries per tile: enough to amortize widening each key row, few enough
 // that their scores stay in L2.
 constexpr int64_t kTileQueries = 16;
+// Rows a reader widens at a time.
+constexpr int64_t kReaderBlock = 64;
 
 inline float load_kv(const float* p, int64_t i) { return p[i]; }
 inline float load_kv(const bf16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
@@ -40,7 +42,7 @@ void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const
   float* queries = scratch;             // [nq, d]
   float* scores = queries + nq * d;     // [nq, span]
   float* result = scores + nq * span;   // [nq, d]
-  const size_t elem = dtype_size(kv.dtype);
+  const size_t elem = kv.reader ? 0 : dtype_size(kv.dtype);
   const char* k = static_cast<const char*>(kv.k) + size_t(g * kv.head_stride + lo_all * d) * elem;
   const char* v = static_cast<const char*>(kv.v) + size_t(g * kv.head_stride + lo_all * d) * elem;
   auto query_row = [&](int64_t qi) { return ((t0 + qi / group) * heads + g * group + qi % group) * d; };
@@ -49,13 +51,29 @@ void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const
     const float* src = q + query_row(qi);
     for (int64_t i = 0; i < d; ++i) queries[qi * d + i] = src[i] * p.scale;
   }
-  MatmulArgs a;
-  a.x = queries;
-  a.w = k;
-  a.w_dtype = kv.dtype;
-  a.y = scores;
-  a.M = nq, a.N = span, a.K = d;
-  kern.matmul(a, 0, span);
+  // Keys come straight from the cache, or a block at a time from a reader.
+  const int64_t block = kv.reader ? std::min(span, kReaderBlock) : span;
+  float* rows = result + nq * d;          // [block, d] widened rows (reader only)
+  float* partial = rows + block * d;      // [nq, max(block, d)] (reader only)
+  for (int64_t j0 = 0; j0 < span; j0 += block) {
+    const int64_t n = std::min(block, span - j0);
+    MatmulArgs a;
+    a.x = queries;
+    a.M = nq, a.N = n, a.K = d;
+    if (kv.reader) {
+      kv.reader->read(kv.reader->ctx, false, g, lo_all + j0, n, rows);
+      a.w = rows;
+      a.w_dtype = DType::f32;
+      a.y = partial;
+    } else {
+      a.w = k;
+      a.w_dtype = kv.dtype;
+      a.y = scores;
+    }
+    kern.matmul(a, 0, n);
+    if (kv.reader)
+      for (int64_t qi = 0; qi < nq; ++qi) std::copy(partial + qi * n, partial + (qi + 1) * n, scores + qi * span + j0);
+  }
 
   for (int64_t qi = 0; qi < nq; ++qi) {
     const KeyRange r = visible_keys(p, t0 + qi / group);
@@ -72,8 +90,36 @@ void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const
     const float inv = 1.0f / sum;
     for (int64_t j = first; j <= last; ++j) sr[j] *= inv;
   }
-  kern.gemm_nn(scores, span, v, kv.dtype, d, nq, span, d, result, d);
+  if (!kv.reader) {
+    kern.gemm_nn(scores, span, v, kv.dtype, d, nq, span, d, result, d);
+  } else {
+    std::fill(result, result + nq * d, 0.0f);
+    for (int64_t j0 = 0; j0 < span; j0 += block) {
+      const int64_t n = std::min(block, span - j0);
+      kv.reader->read(kv.reader->ctx, true, g, lo_all + j0, n, rows);
+      kern.gemm_nn(scores + j0, span, rows, DType::f32, d, nq, n, d, partial, d);
+      for (int64_t i = 0; i < nq * d; ++i) result[i] += partial[i];
+    }
+  }
   for (int64_t qi = 0; qi < nq; ++qi) std::copy(result + qi * d, result + (qi + 1) * d, out + query_row(qi));
+}
+
+// The reference reads a reader's rows one at a time into plain f32 copies.
+void reference_rows_reader(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t t0,
+                           int64_t t1, float* out) {
+  std::vector<float> k(size_t(kv.kv_heads * kv.length * kv.head_dim)), v(k.size());
+  for (int64_t h = 0; h < kv.kv_heads; ++h)
+    for (int64_t j = 0; j < kv.length; ++j) {
+      kv.reader->read(kv.reader->ctx, false, h, j, 1, k.data() + (h * kv.length + j) * kv.head_dim);
+      kv.reader->read(kv.reader->ctx, true, h, j, 1, v.data() + (h * kv.length + j) * kv.head_dim);
+    }
+  KvView plain = kv;
+  plain.reader = nullptr;
+  plain.k = k.data();
+  plain.v = v.data();
+  plain.dtype = DType::f32;
+  plain.head_stride = kv.length * kv.head_dim;
+  attention_rows_reference(q, heads, plain, p, t0, t1, out);
 }
 
 template <typename T>
@@ -115,7 +161,8 @@ int64_t attention_tile_rows(int64_t heads, int64_t kv_heads) {
 
 int64_t attention_scratch_floats(const KvView& kv, int64_t heads, int64_t rows_in_chunk) {
   const int64_t nq = std::min(rows_in_chunk, attention_tile_rows(heads, kv.kv_heads)) * (heads / kv.kv_heads);
-  return 2 * nq * kv.head_dim + nq * kv.length;
+  const int64_t reader_extra = kv.reader ? kReaderBlock * kv.head_dim + nq * std::max(kReaderBlock, kv.head_dim) : 0;
+  return 2 * nq * kv.head_dim + nq * kv.length + reader_extra;
 }
 
 void attention_tile(const Kernels& k, const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
@@ -125,7 +172,9 @@ void attention_tile(const Kernels& k, const float* q, int64_t heads, const KvVie
 
 void attention_rows_reference(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
                               int64_t t0, int64_t t1, float* out) {
-  if (kv.dtype == DType::bf16)
+  if (kv.reader)
+    reference_rows_reader(q, heads, kv, p, t0, t1, out);
+  else if (kv.dtype == DType::bf16)
     reference_rows<bf16_t>(q, heads, kv, p, t0, t1, out);
   else
     reference_rows<float>(q, heads, kv, p, t0, t1, out);

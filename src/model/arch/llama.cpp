@@ -23,12 +23,14 @@ struct DecoderLayer {
 class LlamaFamilyModel final : public Model {
  public:
   LlamaFamilyModel(ModelConfig config, WeightStore weights, const LoadOptions& options)
-      : config_(std::move(config)),
+      : Model(options.kv_scheme),
+        config_(std::move(config)),
         weights_(std::move(weights)),
         dtype_(options.dtype),
         backend_(make_cpu_backend()),
         rope_(config_.rope, config_.head_dim, config_.max_position_embeddings) {
     const ModelConfig& c = config_;
+    options.kv_scheme.validate_for(c);
     const WeightLoader w(weights_, dtype_);
     const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
     embed_ = w.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
@@ -64,13 +66,7 @@ class LlamaFamilyModel final : public Model {
   int64_t weight_bytes() const override { return weight_bytes_; }
   std::string backend_name() const override { return backend_->name(); }
 
-  std::unique_ptr<SequenceState> new_state(int64_t capacity) const override {
-    auto state = std::make_unique<SequenceState>();
-    const DType kv_dtype = dtype_ == ComputeDType::bf16 ? DType::bf16 : DType::f32;
-    for (int64_t i = 0; i < config_.num_layers; ++i)
-      state->kv.push_back(make_plain_kv_layer(config_.num_kv_heads, config_.head_dim, capacity, kv_dtype));
-    return state;
-  }
+  std::unique_ptr<SequenceState> new_state(int64_t capacity) const override { return make_state(config_, capacity); }
 
   Tensor forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
     const ModelConfig& c = config_;
@@ -131,6 +127,8 @@ class LlamaFamilyModel final : public Model {
       l.down(b, gate, h, bf16);
       b.add_inplace(x, h);
     }
+
+    state.end_step();
 
     const Tensor last = all_logits ? x : x.slice_rows(t - 1, t);
     Tensor normed = Tensor::empty(last.shape(), DType::f32);

@@ -1,0 +1,41 @@
+#pragma once
+// Affine quantization of one K or V row, as MLX defines it: per group of G
+// values along head_dim, scale = (max − min) / (2^bits − 1), bias = min,
+// value ≈ scale·q + bias; q packed little-endian, value i at bit i·bits of the
+// row's stream of 32-bit words (for 2, 4 and 8 bits exactly MLX's uint32 packing).
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace fathom {
+
+struct AffineLayout {
+  int bits = 4;
+  int group_size = 64;
+  int64_t dim = 0;
+  int64_t words() const { return dim * bits / 32; }  // per row
+  int64_t groups() const { return dim / group_size; }
+};
+
+void affine_quantize_row(const float* x, const AffineLayout& layout, uint32_t* codes, bf16_t* scales,
+                         bf16_t* biases);
+void affine_dequantize_row(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases,
+                           const AffineLayout& layout, float* out);
+
+// Packing helpers shared by the codecs: the code of element i in a
+// little-endian bit stream of `bits`-wide values.
+inline uint32_t unpack_code(const uint32_t* words, int bits, int64_t i) {
+  const int64_t bit = i * bits;
+  const int64_t w = bit >> 5, shift = bit & 31;
+  uint64_t both = words[w];
+  if (shift + bits > 32) both |= uint64_t(words[w + 1]) << 32;
+  return uint32_t(both >> shift) & ((1u << bits) - 1);
+}
+inline void pack_code(uint32_t* words, int bits, int64_t i, uint32_t code) {
+  const int64_t bit = i * bits;
+  const int64_t w = bit >> 5, shift = bit & 31;
+  words[w] |= code << shift;
+  if (shift + bits > 32) words[w + 1] |= code >> (32 - shift);
+}
+
+}  // namespace fathom

@@ -1,0 +1,169 @@
+// KvScheme as a value: cache keys, per-layer codecs, describe, exact bytes
+// (held against what a sequence really allocates), delayed-start exactness,
+// and every invalid flag combination.
+#include "kv/kv_scheme.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "engine/generator.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace fathom {
+namespace {
+
+namespace fs = std::filesystem;
+
+ModelConfig synthetic(const std::vector<std::string>& types, int64_t head_dim = 128) {
+  nlohmann::json c = {{"model_type", "qwen3"},       {"vocab_size", 64},        {"hidden_size", 256},
+                      {"intermediate_size", 512},    {"num_hidden_layers", types.size()},
+                      {"num_attention_heads", 4},    {"num_key_value_heads", 2}, {"head_dim", head_dim},
+                      {"layer_types", types},        {"sliding_window", 512}};
+  return parse_model_config(c);
+}
+
+TEST(KvScheme, CacheKeysNameEverythingThatChangesBytes) {
+  EXPECT_EQ(KvScheme::bf16().cache_key(), "bf16");
+  EXPECT_EQ(KvScheme::affine_uniform(4, 64, 0).cache_key(), "kv4");
+  EXPECT_EQ(KvScheme::affine_uniform(4, 32, 0).cache_key(), "kv4-g32");
+  EXPECT_EQ(KvScheme::affine_uniform(8).cache_key(), "kv8-start5000");
+  EXPECT_EQ(KvScheme::affine_uniform(4, 32, 100).cache_key(), "kv4-g32-start100");
+  EXPECT_EQ(KvScheme::affine_config({}).cache_key(), "config");
+  EXPECT_EQ(KvScheme::affine_config({}, 10).cache_key(), "config-start10");
+  EXPECT_EQ(KvScheme::turbo(3, 4).cache_key(), "turbo-k3v4");
+  EXPECT_EQ(KvScheme::turbo(3, 4, 64).cache_key(), "turbo-k3v4-start64");
+}
+
+TEST(KvScheme, DescribeCountsCodecsPerLayerKind) {
+  const ModelConfig dense = synthetic({"full_attention", "full_attention", "full_attention"});
+  auto d = KvScheme::affine_uniform(4, 64, 0).describe(dense);
+  EXPECT_EQ(d["codecs"]["kv4"], 3);
+  EXPECT_EQ(d["mode"], "affine-uniform");
+  const ModelConfig hybrid = synthetic({"linear_attention", "linear_attention", "full_attention", "sliding_attention"});
+  auto t = KvScheme::turbo(3, 4).describe(hybrid);
+  EXPECT_EQ(t["codecs"]["turbo-k3v4"], 1);  // only the global layer
+  EXPECT_EQ(t["codecs"]["bf16"], 1);        // the sliding layer stays exact
+  EXPECT_EQ(t["attention_layers"]["global"], 1);
+  EXPECT_EQ(t["attention_layers"]["sliding"], 1);
+  EXPECT_EQ(t["recurrent_layers"], 2);
+  auto c = KvScheme::affine_config({{3, 8, 32}}).describe(hybrid);
+  EXPECT_EQ(c["codecs"]["kv8-g32"], 1);
+  EXPECT_EQ(c["codecs"]["bf16"], 1);
+  EXPECT_THROW(KvScheme::affine_config({{0, 4, 64}}).describe(hybrid), Error);  // a recurrent layer
+  EXPECT_THROW(KvScheme::affine_config({{9, 4, 64}}).describe(hybrid), Error);  // out of range
+}
+
+TEST(KvScheme, BytesAtFollowsTheCodecsAndTheStart) {
+  const ModelConfig m = synthetic({"full_attention", "sliding_attention", "linear_attention"});
+  const int64_t heads = 2, d = 128;
+  // bf16: K and V, 2 bytes each, attention layers only.
+  EXPECT_EQ(KvScheme::bf16().bytes_at(m, 100), 2 * 100 * heads * 2 * d * 2);
+  // kv4 g64: 64 bytes of codes + 2 groups × (scale + bias) × 2 bytes, for K and V.
+  const int64_t kv4_row = 2 * (d / 2 + 2 * 2 * 2);
+  EXPECT_EQ(KvScheme::affine_uniform(4, 64, 0).bytes_at(m, 100), 2 * 100 * heads * kv4_row);
+  // Before the start everything is bf16.
+  EXPECT_EQ(KvScheme::affine_uniform(4, 64, 500).bytes_at(m, 100), KvScheme::bf16().bytes_at(m, 100));
+  // turbo k3v4 on the global layer only: codes + f32 norm each.
+  const int64_t turbo_row = d * 3 / 8 + 4 + d * 4 / 8 + 4;
+  EXPECT_EQ(KvScheme::turbo(3, 4).bytes_at(m, 10), 10 * heads * (turbo_row + 2 * d * 2));
+}
+
+TEST(KvScheme, EveryInvalidFlagCombinationIsAClearError) {
+  const std::string dir = std::string(FATHOM_FIXTURES_DIR) + "/parity/llama_gqa_untied";
+  EXPECT_NO_THROW(KvScheme::from_flags("off", {}, "", "", dir));
+  EXPECT_EQ(KvScheme::from_flags("4", 32, "7", "", dir).cache_key(), "kv4-g32-start7");
+  EXPECT_EQ(KvScheme::from_flags("off", {}, "3", "2,3", dir).cache_key(), "turbo-k2v3-start3");
+  EXPECT_THROW(KvScheme::from_flags("5", {}, "", "", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("four", {}, "", "", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("4", 48, "", "", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("4", {}, "-1", "", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("4", {}, "1.5", "", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("4", {}, "", "3,4", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("off", 32, "", "", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("off", {}, "100", "", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("off", 32, "", "3,4", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("off", {}, "", "5,4", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("off", {}, "", "3", dir), Error);
+  EXPECT_THROW(KvScheme::from_flags("config", {}, "", "", dir), Error);  // no kv_config.json there
+  EXPECT_THROW(KvScheme::from_flags("config", 32, "", "", dir), Error);
+  // A group the head_dim cannot hold is caught against the model.
+  EXPECT_THROW(KvScheme::affine_uniform(4, 64, 0).validate_for(synthetic({"full_attention"}, 32)), Error);
+  EXPECT_THROW(KvScheme::turbo(3, 3).validate_for(synthetic({"full_attention"}, 96)), Error);
+}
+
+TEST(KvScheme, KvConfigJsonIsReadAndChecked) {
+  const fs::path dir = fs::temp_directory_path() / ("fathom_kvconfig_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "kv_config.json") << R"([{"layer_idx": 0, "bits": 8}, {"layer_idx": 2, "bits": 4, "group_size": 32}])";
+  const KvScheme s = KvScheme::from_flags("config", {}, "", "", dir.string());
+  const ModelConfig m = synthetic({"full_attention", "full_attention", "full_attention"});
+  EXPECT_EQ(s.codec_for_layer(m, 0).label(), "kv8");
+  EXPECT_EQ(s.codec_for_layer(m, 1).label(), "bf16");
+  EXPECT_EQ(s.codec_for_layer(m, 2).label(), "kv4-g32");
+  std::ofstream(dir / "kv_config.json") << R"([{"layer_idx": 0, "bits": 8}, {"layer_idx": 0, "bits": 4}])";
+  EXPECT_THROW(KvScheme::from_flags("config", {}, "", "", dir.string()), Error);
+  std::ofstream(dir / "kv_config.json") << R"([{"layer": 0}])";
+  EXPECT_THROW(KvScheme::from_flags("config", {}, "", "", dir.string()), Error);
+}
+
+// On a real (tiny) model: allocated bytes equal bytes_at, delayed start is
+// exact to the bit before the start and converts exactly at the boundary.
+class SchemeOnModel : public ::testing::Test {
+ protected:
+  const std::string dir_ = std::string(FATHOM_FIXTURES_DIR) + "/parity/llama_gqa_untied";  // head_dim 32
+  std::unique_ptr<Model> load(const KvScheme& scheme, ComputeDType dtype = ComputeDType::bf16) const {
+    LoadOptions o;
+    o.dtype = dtype;
+    o.kv_scheme = scheme;
+    return load_model(dir_, o);
+  }
+  std::vector<int32_t> prompt(int64_t n) const {
+    auto rng = testing::fresh_rng();
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < n; ++i) ids.push_back(int32_t(3 + rng() % 500));
+    return ids;
+  }
+};
+
+TEST_F(SchemeOnModel, AllocatedBytesEqualBytesAt) {
+  const int64_t t = 37;
+  for (const KvScheme& s : {KvScheme::bf16(), KvScheme::affine_uniform(4, 32, 0), KvScheme::affine_uniform(8, 32, 20),
+                            KvScheme::affine_uniform(2, 32, 100), KvScheme::turbo(3, 4), KvScheme::turbo(2, 2, 5)})
+    for (ComputeDType dtype : {ComputeDType::bf16, ComputeDType::f32}) {
+      auto model = load(s, dtype);
+      auto state = model->new_state(t);
+      prefill(*model, *state, prompt(t), FixedPrefillPolicy(8), false);
+      EXPECT_EQ(state->bytes(), model->kv_bytes_at(t)) << s.cache_key() << " " << compute_dtype_name(dtype);
+    }
+}
+
+TEST_F(SchemeOnModel, DelayedStartIsExactBeforeAndConvertsAtTheBoundary) {
+  const auto ids = prompt(30);
+  const int64_t start = 10;
+  auto exact = load(KvScheme::bf16());
+  auto delayed = load(KvScheme::affine_uniform(4, 32, start));
+  auto quantized = load(KvScheme::affine_uniform(4, 32, 0));
+  const int64_t vocab = exact->config().vocab_size;
+  auto a = exact->new_state(30), b = delayed->new_state(30), c = quantized->new_state(30);
+  // Chunks of 7: [0,7) bf16, [7,14) crosses the start but is still read exactly, then converts.
+  for (int64_t begin = 0; begin < 30; begin += 7) {
+    const std::vector<int32_t> chunk(ids.begin() + begin, ids.begin() + std::min<int64_t>(30, begin + 7));
+    Tensor la = exact->forward(chunk, *a, true), lb = delayed->forward(chunk, *b, true);
+    Tensor lc = quantized->forward(chunk, *c, true);
+    const bool before_conversion = begin < 14;
+    const bool same = std::memcmp(la.raw(), lb.raw(), la.nbytes()) == 0;
+    EXPECT_EQ(same, before_conversion) << "chunk at " << begin;
+    if (begin == 0) EXPECT_NE(std::memcmp(la.raw(), lc.raw(), la.nbytes()), 0) << "start 0 quantizes at once";
+    const int64_t held = std::min<int64_t>(30, begin + 7);
+    EXPECT_EQ(b->bytes(), delayed->kv_bytes_at(held) * 30 / held) << "after " << held << " tokens";
+    (void)vocab;
+  }
+}
+
+}  // namespace
+}  // namespace fathom
