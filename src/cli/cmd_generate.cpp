@@ -1,5 +1,7 @@
 // fathom generate --model DIR --prompt-ids 5,17,42 -n 16 [--temp 0] [--seed S]
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -7,13 +9,18 @@
 #include "core/error.h"
 #include "engine/generator.h"
 #include "io/generation_config.h"
+#include "text/jinja/chat_template.h"
+#include "text/stop_strings.h"
+#include "text/tokenizer/incremental_detokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace fathom::cli {
 
 Command add_generate_command(CLI::App& app) {
   struct Options {
     ModelOptions model;
-    std::string ids;
+    std::string ids, prompt, chat;
+    std::vector<std::string> stop;
     int64_t max_new_tokens = 16;
     SamplingParams sampling{.temperature = 0.0f};
     bool ignore_eos = false;
@@ -21,6 +28,9 @@ Command add_generate_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   o->model.add_to(app);
   app.add_option("--prompt-ids", o->ids, "comma-separated token ids");
+  app.add_option("--prompt", o->prompt, "prompt text, encoded with the model's tokenizer (special tokens added)");
+  app.add_option("--chat", o->chat, "a user message, rendered with the model's chat template");
+  app.add_option("--stop", o->stop, "stop string (repeatable); the text ends before it");
   app.add_option("-n,--max-tokens", o->max_new_tokens, "tokens to generate")->capture_default_str();
   app.add_option("--temp,--temperature", o->sampling.temperature, "sampling temperature (0: greedy)")
       ->capture_default_str();
@@ -32,20 +42,51 @@ Command add_generate_command(CLI::App& app) {
   app.add_flag("--ignore-eos", o->ignore_eos, "do not stop at the model's end-of-sequence ids");
   return [o] {
     if (o->model.maybe_describe_kv()) return 0;
-    check(!o->ids.empty(), "--prompt-ids is required");
+    check(int(!o->ids.empty()) + int(!o->prompt.empty()) + int(!o->chat.empty()) == 1,
+          "give exactly one of --prompt-ids, --prompt and --chat");
     o->sampling.validate();
-    const std::vector<int32_t> ids = parse_id_list(o->ids, "--prompt-ids");
-    auto model = o->model.load();
+    std::optional<Tokenizer> tokenizer;
+    if (std::filesystem::exists(std::filesystem::path(o->model.model_dir) / "tokenizer.json"))
+      tokenizer = Tokenizer::load(o->model.model_dir);
+    check(tokenizer || (o->prompt.empty() && o->chat.empty() && o->stop.empty()),
+          "--prompt, --chat and --stop need the model's tokenizer.json");
     GenerationRequest request;
-    request.prompt = ids;
+    if (!o->ids.empty()) request.prompt = parse_id_list(o->ids, "--prompt-ids");
+    if (!o->prompt.empty()) request.prompt = tokenizer->encode(o->prompt, /*add_special_tokens=*/true);
+    if (!o->chat.empty()) {
+      const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", o->chat}}};
+      const std::string rendered = ChatTemplate::from_model_dir(o->model.model_dir)
+                                       .render(messages, nullptr, /*add_generation_prompt=*/true,
+                                               nlohmann::ordered_json::object());
+      request.prompt = tokenizer->encode(rendered, /*add_special_tokens=*/false);
+    }
+    auto model = o->model.load();
     request.max_new_tokens = o->max_new_tokens;
     request.sampling = o->sampling;
     if (!o->ignore_eos) {
       request.stop_ids = load_generation_config(o->model.model_dir).eos_token_ids;
       for (int64_t id : model->config().eos_token_ids) request.stop_ids.push_back(id);
+      if (tokenizer)
+        for (int32_t id : tokenizer->eos_ids()) request.stop_ids.push_back(id);
     }
-    const GenerationResult result = generate(*model, o->model.prefill_policy(), request);
+    std::string text;
+    std::optional<IncrementalDetokenizer> detokenizer;
+    if (tokenizer) detokenizer.emplace(*tokenizer, /*skip_special_tokens=*/true);
+    StopStringMatcher stops(o->stop);
+    auto on_token = [&](int32_t id) {
+      if (!detokenizer) return true;
+      const auto step = stops.push(detokenizer->push(id));
+      text += step.emit;
+      return !step.stopped;
+    };
+    const GenerationResult result = generate(*model, o->model.prefill_policy(), request, on_token);
+    if (detokenizer) {
+      const auto step = stops.push(detokenizer->flush());
+      text += step.emit;
+      if (!step.stopped) text += stops.flush();
+    }
     nlohmann::json out = {{"ids", result.ids}, {"finish_reason", result.finish_reason}};
+    if (tokenizer) out["text"] = text;
     std::printf("%s\n", out.dump().c_str());
     return 0;
   };

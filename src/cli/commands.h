@@ -11,5 +11,9 @@ using Command = std::function<int()>;
 Command add_logits_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
+Command add_detokenize_command(CLI::App& app);
+Command add_kv_eval_command(CLI::App& app);
+Command add_chat_template_command(CLI::App& app);
 
 }  // namespace fathom::cli

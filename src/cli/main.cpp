@@ -19,6 +19,11 @@ int main(int argc, char** argv) {
   add("logits", "write the logits after every prompt position to a .npy file", fathom::cli::add_logits_command);
   add("generate", "generate tokens and print them as JSON", fathom::cli::add_generate_command);
   add("bench", "measure prefill and decode speed", fathom::cli::add_bench_command);
+  add("kv-eval", "measure KV-cache schemes against bf16 KV (KL divergence, top-1 agreement, bytes)",
+      fathom::cli::add_kv_eval_command);
+  add("chat-template", "render a chat request with the model's chat template", fathom::cli::add_chat_template_command);
+  add("tokenize", "encode text with the model's tokenizer", fathom::cli::add_tokenize_command);
+  add("detokenize", "decode token ids with the model's tokenizer", fathom::cli::add_detokenize_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -34,7 +34,7 @@ Tensor prefill(const Model& model, SequenceState& state, const std::vector<int32
 }
 
 GenerationResult generate(const Model& model, const PrefillPolicy& policy, const GenerationRequest& request,
-                          const std::function<void(int32_t)>& on_token) {
+                          const std::function<bool(int32_t)>& on_token) {
   check(request.max_new_tokens >= 0, "max new tokens must be >= 0, got ", request.max_new_tokens);
   const int64_t vocab = model.config().vocab_size;
   validate_token_ids(request.prompt, vocab);
@@ -55,8 +55,9 @@ GenerationResult generate(const Model& model, const PrefillPolicy& policy, const
     const int32_t next = sampler.sample({logits.data<float>(), size_t(vocab)}, history);
     result.ids.push_back(next);
     history.push_back(next);
-    if (on_token) on_token(next);
-    if (std::find(request.stop_ids.begin(), request.stop_ids.end(), next) != request.stop_ids.end()) {
+    const bool keep_going = !on_token || on_token(next);
+    if (!keep_going ||
+        std::find(request.stop_ids.begin(), request.stop_ids.end(), next) != request.stop_ids.end()) {
       result.finish_reason = "stop";
       break;
     }

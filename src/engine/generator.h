@@ -34,8 +34,9 @@ void validate_token_ids(const std::vector<int32_t>& ids, int64_t vocab_size);
 Tensor prefill(const Model& model, SequenceState& state, const std::vector<int32_t>& prompt,
                const PrefillPolicy& policy, bool all_logits);
 
-// Generates; on_token (optional) sees each id as it is produced.
+// Generates; on_token (optional) sees each id as it is produced and returns
+// false to stop there (finish_reason "stop", e.g. a stop string matched).
 GenerationResult generate(const Model& model, const PrefillPolicy& policy, const GenerationRequest& request,
-                          const std::function<void(int32_t)>& on_token = {});
+                          const std::function<bool(int32_t)>& on_token = {});
 
 }  // namespace fathom

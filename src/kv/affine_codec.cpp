@@ -4,10 +4,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/kernels.h"
+#include "core/error.h"
+
 namespace fathom {
 
 void affine_quantize_row(const float* x, const AffineLayout& layout, uint32_t* codes, bf16_t* scales,
                          bf16_t* biases) {
+  check(layout.dim <= kMaxRow, "affine codec: head_dim ", layout.dim, " exceeds ", kMaxRow);
   const uint32_t levels = (1u << layout.bits) - 1;
   std::memset(codes, 0, size_t(layout.words()) * 4);
   for (int64_t g = 0; g < layout.groups(); ++g) {
@@ -28,12 +32,15 @@ void affine_quantize_row(const float* x, const AffineLayout& layout, uint32_t* c
 
 void affine_dequantize_row(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases,
                            const AffineLayout& layout, float* out) {
+  static const cpu::UnpackCodes unpack = cpu::best_unpack_codes();
+  int32_t q[kMaxRow];
+  unpack(codes, layout.bits, layout.dim, q);
   for (int64_t g = 0; g < layout.groups(); ++g) {
     const float s = bf16_to_f32(scales[g]), b = bf16_to_f32(biases[g]);
-    for (int64_t i = 0; i < layout.group_size; ++i) {
-      const int64_t idx = g * layout.group_size + i;
-      out[idx] = s * float(unpack_code(codes, layout.bits, idx)) + b;
-    }
+    const int32_t* qg = q + g * layout.group_size;
+    float* o = out + g * layout.group_size;
+#pragma omp simd
+    for (int64_t i = 0; i < layout.group_size; ++i) o[i] = s * float(qg[i]) + b;
   }
 }
 

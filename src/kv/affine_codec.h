@@ -9,6 +9,9 @@
 
 namespace fathom {
 
+// Longest row (head_dim) the codecs handle.
+constexpr int64_t kMaxRow = 1024;
+
 struct AffineLayout {
   int bits = 4;
   int group_size = 64;

@@ -1,5 +1,6 @@
 #include "kv/kv_scheme.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -154,6 +155,23 @@ KvScheme KvScheme::from_flags(const std::string& kv_quant, std::optional<int> gr
     fail("--kv-quant must be off, 2, 3, 4, 6, 8 or config, got \"", kv_quant, "\"");
   }
   return affine_uniform(bits, group_size.value_or(64), start);
+}
+
+KvScheme KvScheme::from_cache_key(const std::string& key, const std::string& model_dir) {
+  if (key == "bf16") return bf16();
+  std::string rest = key;
+  int64_t start = 0;
+  if (const size_t at = rest.find("-start"); at != std::string::npos) {
+    start = parse_start(rest.substr(at + 6));
+    rest = rest.substr(0, at);
+  }
+  int a = 0, b = 0;
+  char tail = 0;
+  if (rest == "config") return affine_config(load_kv_config(model_dir), start);
+  if (std::sscanf(rest.c_str(), "turbo-k%dv%d%c", &a, &b, &tail) == 2) return turbo(a, b, start);
+  if (std::sscanf(rest.c_str(), "kv%d-g%d%c", &a, &b, &tail) == 2) return affine_uniform(a, b, start);
+  if (std::sscanf(rest.c_str(), "kv%d%c", &a, &tail) == 1) return affine_uniform(a, 64, start);
+  fail("unknown KV scheme \"", key, "\" (examples: bf16, kv4, kv4-g32, kv8-start512, turbo-k3v4, config)");
 }
 
 std::string KvScheme::cache_key() const {

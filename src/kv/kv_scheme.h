@@ -52,6 +52,9 @@ class KvScheme {
                              const std::string& quantized_kv_start, const std::string& turbo_kv,
                              const std::string& model_dir);
   static std::vector<KvConfigEntry> load_kv_config(const std::string& model_dir);
+  // The inverse of cache_key(): "bf16", "kv4-g32-start100", "turbo-k3v4",
+  // "config-start10" (config reads kv_config.json from model_dir).
+  static KvScheme from_cache_key(const std::string& key, const std::string& model_dir = "");
 
   Kind kind() const { return kind_; }
   int64_t quantized_kv_start() const { return start_; }

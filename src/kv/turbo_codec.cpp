@@ -7,6 +7,7 @@
 #include <mutex>
 #include <random>
 
+#include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "kv/affine_codec.h"
 
@@ -69,7 +70,8 @@ const LloydMaxCodebook& lloyd_max_codebook(int bits) {
 }
 
 HadamardRotation::HadamardRotation(int64_t dim, uint64_t seed) {
-  check(dim > 0 && (dim & (dim - 1)) == 0, "TurboQuant: rotation dim must be a power of two, got ", dim);
+  check(dim > 0 && (dim & (dim - 1)) == 0 && dim <= kMaxRow, "TurboQuant: rotation dim must be a power of two up to ",
+        kMaxRow, ", got ", dim);
   std::mt19937_64 rng(seed);
   for (int64_t i = 0; i < dim; ++i) signs_.push_back((rng() & 1) ? 1.0f : -1.0f);
 }
@@ -101,8 +103,13 @@ void turbo_quantize_row(const float* rotated, int64_t dim, const LloydMaxCodeboo
 }
 
 void turbo_dequantize_row(const uint32_t* codes, float norm, int64_t dim, const LloydMaxCodebook& book, float* out) {
+  static const cpu::UnpackCodes unpack = cpu::best_unpack_codes();
+  int32_t q[kMaxRow];
+  unpack(codes, book.bits, dim, q);
+  float table[16];
   const float scale = norm / std::sqrt(float(dim));
-  for (int64_t i = 0; i < dim; ++i) out[i] = scale * book.centroids[unpack_code(codes, book.bits, i)];
+  for (size_t c = 0; c < book.centroids.size(); ++c) table[c] = scale * book.centroids[c];
+  for (int64_t i = 0; i < dim; ++i) out[i] = table[q[i]];
 }
 
 }  // namespace fathom

@@ -38,6 +38,20 @@ TEST(AffineCodec, PackingRoundTripsEveryWidth) {
   EXPECT_EQ(w[0], 0x87654321u);
 }
 
+TEST(AffineCodec, FastUnpackMatchesReference) {
+  auto rng = fresh_rng();
+  for (int bits : {2, 3, 4, 6, 8})
+    for (int64_t n : {16, 64, 128, 256, 40}) {
+      if (n * bits % 32) continue;
+      std::vector<uint32_t> words(static_cast<size_t>(n * bits / 32));
+      for (auto& w : words) w = uint32_t(rng());
+      std::vector<int32_t> fast(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+      cpu::best_unpack_codes()(words.data(), bits, n, fast.data());
+      cpu::unpack_codes_reference(words.data(), bits, n, ref.data());
+      EXPECT_EQ(fast, ref) << bits << " bits, n " << n;
+    }
+}
+
 TEST(AffineCodec, RoundTripErrorIsWithinHalfAStep) {
   auto rng = fresh_rng();
   for (int bits : {2, 3, 4, 6, 8})

@@ -39,6 +39,13 @@ TEST(KvScheme, CacheKeysNameEverythingThatChangesBytes) {
   EXPECT_EQ(KvScheme::turbo(3, 4, 64).cache_key(), "turbo-k3v4-start64");
 }
 
+TEST(KvScheme, CacheKeysParseBack) {
+  for (const char* key : {"bf16", "kv4", "kv4-g32", "kv8-start5000", "kv2-g128-start7", "turbo-k3v4", "turbo-k2v3-start64"})
+    EXPECT_EQ(KvScheme::from_cache_key(key).cache_key(), key);
+  for (const char* bad : {"kv", "kv5", "kv4-g48", "turbo-k5v4", "kv4-start", "kv4x", "fp8"})
+    EXPECT_THROW(KvScheme::from_cache_key(bad), Error) << bad;
+}
+
 TEST(KvScheme, DescribeCountsCodecsPerLayerKind) {
   const ModelConfig dense = synthetic({"full_attention", "full_attention", "full_attention"});
   auto d = KvScheme::affine_uniform(4, 64, 0).describe(dense);

@@ -80,6 +80,44 @@ void matmul_slice_avx512(const MatmulArgs& a, int64_t n0, int64_t n1) {
     blocked_matmul<DotF32<float>>(a, a.x, static_cast<const float*>(a.w), n0, n1);
 }
 
+void unpack_codes_avx512(const uint32_t* words, int bits, int64_t n, int32_t* out) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
+  int64_t i = 0;
+  if ((bits & (bits - 1)) == 0) {
+    // 2, 4, 8 bits: every code sits inside one word. Load exactly the words
+    // 16 codes span, spread them to lanes, shift each lane into place.
+    const int per_word = 32 / bits;
+    const __m512i word_of_lane = _mm512_srli_epi32(lane, __builtin_ctz(per_word));
+    const __m512i shift = _mm512_mullo_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(per_word - 1)),
+                                             _mm512_set1_epi32(bits));
+    const __mmask16 load = __mmask16((1u << (16 / per_word)) - 1);
+    for (; i + 16 <= n; i += 16) {
+      const __m512i w = _mm512_maskz_loadu_epi32(load, words + i / per_word);
+      const __m512i spread = _mm512_permutexvar_epi32(word_of_lane, w);
+      _mm512_storeu_si512(out + i, _mm512_and_si512(_mm512_srlv_epi32(spread, shift), mask));
+    }
+  } else {
+    // 3 and 6 bits: a code may straddle two bytes; gather 32 bits from its
+    // first byte. The last 16 codes of the stream go the plain way so no
+    // gather reads past the end.
+    const __m512i bit = _mm512_mullo_epi32(lane, _mm512_set1_epi32(bits));
+    const auto* bytes = reinterpret_cast<const char*>(words);
+    for (; i + 32 <= n; i += 16) {
+      const __m512i at = _mm512_add_epi32(bit, _mm512_set1_epi32(int(i * bits)));
+      const __m512i got = _mm512_i32gather_epi32(_mm512_srli_epi32(at, 3), bytes, 1);
+      const __m512i shifted = _mm512_srlv_epi32(got, _mm512_and_si512(at, _mm512_set1_epi32(7)));
+      _mm512_storeu_si512(out + i, _mm512_and_si512(shifted, mask));
+    }
+  }
+  for (; i < n; ++i) {
+    const int64_t b = i * bits, w = b >> 5, shift = b & 31;
+    uint64_t both = words[w];
+    if (shift + bits > 32) both |= uint64_t(words[w + 1]) << 32;
+    out[i] = int32_t((both >> shift) & ((1u << bits) - 1));
+  }
+}
+
 void to_bf16_avx512(const float* src, int64_t n, bf16_t* dst) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)

@@ -33,6 +33,16 @@ void gemm_nn_reference(const float* x, int64_t ldx, const void* w, DType w_dtype
     }
 }
 
+void unpack_codes_reference(const uint32_t* words, int bits, int64_t n, int32_t* out) {
+  const uint32_t mask = (1u << bits) - 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t bit = i * bits, w = bit >> 5, shift = bit & 31;
+    uint64_t both = words[w];
+    if (shift + bits > 32) both |= uint64_t(words[w + 1]) << 32;
+    out[i] = int32_t((both >> shift) & mask);
+  }
+}
+
 void to_bf16_reference(const float* src, int64_t n, bf16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }

@@ -31,4 +31,9 @@ Kernels kernels_for(Isa isa) {
   return {matmul_slice_reference, gemm_nn_reference, to_bf16_reference, false};
 }
 
+UnpackCodes best_unpack_codes() {
+  static const UnpackCodes best = detect_isa() == Isa::avx512 ? unpack_codes_avx512 : unpack_codes_reference;
+  return best;
+}
+
 }  // namespace fathom::cpu
