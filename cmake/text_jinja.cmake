@@ -30,8 +30,5 @@ if(FATHOM_BUILD_TESTS)
   target_link_libraries(jinja_tests PRIVATE fathom_text_jinja GTest::gtest_main)
   target_compile_definitions(jinja_tests PRIVATE
     FATHOM_CHAT_TEMPLATE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures/chat_template")
-  if(TARGET fathom)
-    target_compile_definitions(jinja_tests PRIVATE FATHOM_BINARY="$<TARGET_FILE:fathom>")
-  endif()
   gtest_discover_tests(jinja_tests DISCOVERY_TIMEOUT 60)
 endif()

@@ -710,6 +710,25 @@ TEST(JinjaErrors, RuntimeErrorsHavePositions) {
   EXPECT_NE(e.detail().find("MAX_RANGE"), std::string::npos);
 }
 
+TEST(JinjaErrors, PythonSemanticsEdges) {
+  // Slices are plain Python subscripts in Jinja2: errors, not undefined.
+  EXPECT_NE(render_error("{{ d[1:] }}", R"({"d": {}})").detail().find("KeyError"), std::string::npos);
+  EXPECT_NE(render_error("{{ none[1:] }}").detail().find("not subscriptable"), std::string::npos);
+  // dict()/namespace() ask their argument for .keys, which an undefined value refuses.
+  EXPECT_EQ(render_error("{% set ns = namespace(missing, a=1) %}").detail(), "'missing' is undefined");
+  // A namespace holding itself cannot be printed (Python would recurse too), and does not leak.
+  EXPECT_NE(render_error("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}").detail().find("recursion"),
+            std::string::npos);
+  // Containers deeper than Python could print are refused instead of overflowing the stack.
+  EXPECT_NE(render_error("{% set ns = namespace(x=1) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}")
+                .detail()
+                .find("nested deeper"),
+            std::string::npos);
+  // getattr on numbers: real/imag/... are not modelled, so they fail instead of being undefined.
+  EXPECT_EQ(render_error("{{ [1, 2]|selectattr('real')|list }}").kind(), TemplateError::Kind::Unsupported);
+  EXPECT_RENDER("{{ [1, 2]|selectattr('nope')|list }}", "{}", "[]");
+}
+
 TEST(JinjaErrors, RaiseException) {
   const TemplateError e = render_error("ok\n{{ raise_exception('Roles must alternate: ' ~ n) }}", R"({"n": 3})");
   EXPECT_EQ(e.kind(), TemplateError::Kind::Raised);

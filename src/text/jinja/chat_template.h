@@ -6,6 +6,7 @@
 //
 // JSON arguments are nlohmann::ordered_json: key order reaches the output
 // through tojson (tool schemas), so it must be the order of the request.
+#include <concepts>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +37,13 @@ class ChatTemplate {
   std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                      bool add_generation_prompt, const nlohmann::ordered_json& extra_kwargs,
                      const jinja::RenderOptions& options = {}) const;
+
+  // nlohmann::json sorts object keys and the order reaches the prompt (tojson of tool
+  // schemas), so passing it is a compile error: parse requests as nlohmann::ordered_json.
+  template <typename Messages, typename Tools>
+    requires(std::same_as<Messages, nlohmann::json> || std::same_as<Tools, nlohmann::json>)
+  std::string render(const Messages&, const Tools&, bool, const nlohmann::ordered_json&,
+                     const jinja::RenderOptions& = {}) const = delete;
 
   const std::string& source() const { return template_.source(); }
   const nlohmann::ordered_json& special_tokens() const { return special_tokens_; }

@@ -1,4 +1,5 @@
 // Expression evaluation and the interpreter's scope chain.
+#include <algorithm>
 #include <cmath>
 
 #include "text/jinja/ast.h"
@@ -19,8 +20,28 @@ const Value* Frame::lookup(const std::string& name) const {
 }
 
 Interpreter::Interpreter(const std::string& template_name, const Dict& variables, std::function<std::time_t()> clock)
-    : template_name_(template_name), variables_(variables), clock_(std::move(clock)),
-      frame_(std::make_shared<Frame>(nullptr)) {}
+    : template_name_(template_name), variables_(variables), clock_(std::move(clock)) {
+  frame_ = new_frame(nullptr);
+}
+
+Interpreter::~Interpreter() {
+  frame_.reset();
+  for (auto& weak : frames_)
+    if (auto f = weak.lock()) f->clear();
+  for (auto& weak : namespaces_)
+    if (auto ns = weak.lock()) ns->clear();
+}
+
+std::shared_ptr<Frame> Interpreter::new_frame(std::shared_ptr<Frame> parent) {
+  auto f = std::make_shared<Frame>(std::move(parent));
+  if (frames_.size() == frames_.capacity()) {  // drop the frames that are already gone
+    frames_.erase(std::remove_if(frames_.begin(), frames_.end(), [](const auto& w) { return w.expired(); }),
+                  frames_.end());
+    frames_.reserve(std::max<size_t>(16, frames_.size() * 2));
+  }
+  frames_.push_back(f);
+  return f;
+}
 
 Value Interpreter::lookup(const std::string& name) const {
   if (const Value* v = frame_->lookup(name)) return *v;

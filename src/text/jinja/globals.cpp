@@ -40,6 +40,7 @@ Dict make_dict(CallArgs& args, std::string_view function) {
   Dict d;
   if (!args.positional.empty()) {
     const Value& src = args.positional[0];
+    if (src.is_undefined()) fail_undefined(src);  // dict() asks it for .keys
     if (src.is_dict()) {
       d = src.as_dict();
     } else {
@@ -56,8 +57,9 @@ Dict make_dict(CallArgs& args, std::string_view function) {
 
 Value g_dict(Interpreter&, CallArgs& args) { return Value::dict(make_dict(args, "dict")); }
 
-Value g_namespace(Interpreter&, CallArgs& args) {
+Value g_namespace(Interpreter& in, CallArgs& args) {
   auto ns = std::make_shared<NamespaceObject>();
+  in.track_namespace(ns);
   const Dict attrs = make_dict(args, "namespace");
   for (const auto& [k, v] : attrs.items()) {
     if (!k.is_string()) eval_fail("namespace attribute names must be strings");

@@ -7,10 +7,13 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "text/jinja/value.h"
 
 namespace fathom::jinja {
+
+class NamespaceObject;
 
 class Frame {
  public:
@@ -18,6 +21,10 @@ class Frame {
   const Value* lookup(const std::string& name) const;
   void set(const std::string& name, Value v) { vars_[name] = std::move(v); }
   const std::shared_ptr<Frame>& parent() const { return parent_; }
+  void clear() {
+    vars_.clear();
+    parent_.reset();
+  }
 
  private:
   std::shared_ptr<Frame> parent_;
@@ -30,6 +37,10 @@ class Interpreter {
   static constexpr int kMaxCallDepth = 250;
 
   Interpreter(const std::string& template_name, const Dict& variables, std::function<std::time_t()> clock);
+  // Clears every frame: a macro holds its defining frame, which holds the macro.
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Scope chain, then the render variables, then the globals; undefined if none.
   Value lookup(const std::string& name) const;
@@ -50,8 +61,11 @@ class Interpreter {
     Interpreter& in_;
     std::shared_ptr<Frame> saved_;
   };
-  // A fresh scope whose parent is the current one.
-  std::shared_ptr<Frame> child_frame() const { return std::make_shared<Frame>(frame_); }
+  // A fresh scope whose parent is `parent` (by default the current scope).
+  std::shared_ptr<Frame> new_frame(std::shared_ptr<Frame> parent);
+  std::shared_ptr<Frame> child_frame() { return new_frame(frame_); }
+  // Namespaces are cleared at the end too: one can hold itself.
+  void track_namespace(const std::shared_ptr<NamespaceObject>& ns) { namespaces_.push_back(ns); }
 
   Flow flow = Flow::Normal;
   int call_depth = 0;
@@ -65,6 +79,8 @@ class Interpreter {
   const Dict& variables_;
   std::function<std::time_t()> clock_;
   std::shared_ptr<Frame> frame_;
+  std::vector<std::weak_ptr<Frame>> frames_;
+  std::vector<std::weak_ptr<NamespaceObject>> namespaces_;
 };
 
 }  // namespace fathom::jinja

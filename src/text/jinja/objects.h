@@ -21,6 +21,7 @@ class NamespaceObject : public Object {
   Value get_attr(const std::string& name) const override;
   std::string to_str() const override;
   void set_attr(const std::string& name, Value v) { attrs_.set(Value(name), std::move(v)); }
+  void clear() { attrs_ = Dict(); }
 
  private:
   Dict attrs_;

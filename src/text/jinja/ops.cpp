@@ -334,19 +334,9 @@ Value get_attr(const Value& obj, const std::string& name) {
 
 Value get_item(const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail_undefined(obj);
+  // obj[key] failed: Jinja2 then tries getattr(obj, key) for a string key.
   auto attribute_fallback = [&]() -> Value {
-    if (key.is_string()) {
-      if (!key.as_string().empty() && key.as_string()[0] == '_')
-        return Value::undefined("access to attribute '" + key.as_string() + "' of '" + obj.type_name() +
-                                "' object is unsafe.");
-      if (obj.is_string() || obj.is_list() || obj.is_dict()) {
-        Value method;
-        if (find_method(obj, key.as_string(), &method)) return method;
-      } else if (obj.is_object()) {
-        return obj.as_object()->get_attr(key.as_string());
-      }
-      return missing_attribute(obj, key.as_string());
-    }
+    if (key.is_string()) return get_attr(obj, key.as_string());
     return missing_element(obj, key);
   };
   switch (obj.kind()) {
@@ -433,12 +423,14 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   if (obj.is_list()) {
     const SeqKind k = obj.seq_kind();
     if (k == SeqKind::DictKeys || k == SeqKind::DictValues || k == SeqKind::DictItems)
-      return Value::undefined(object_type_repr(obj) + " has no element slice");
+      eval_fail("'", obj.type_name(), "' object is not subscriptable");
     if (k == SeqKind::Range) unsupported("slicing a range");
     slice_indices(start, stop, step, int64_t(obj.items().size()), &b, &e, &s);
     return Value::list(slice_seq(obj.items(), b, e, s), obj.is_tuple());
   }
-  return Value::undefined(object_type_repr(obj) + " has no element slice");
+  // Jinja2 compiles slices to a plain Python subscript, so these are errors, not undefined.
+  if (obj.is_dict()) eval_fail("KeyError: slice(", py_repr(start), ", ", py_repr(stop), ", ", py_repr(step), ")");
+  eval_fail("'", obj.type_name(), "' object is not subscriptable");
 }
 
 ValueList iterate(const Value& v) {

@@ -99,7 +99,7 @@ class Parser {
       } else if (t.type == TokenType::VariableBegin) {
         next();
         auto out = make<OutputStmt>(current().pos);
-        out->expr = parse_tuple(false, true, {}, false, false);
+        out->expr = parse_tuple(true, {}, false);
         expect_type(TokenType::VariableEnd, "end of print statement ('}}')");
         body.push_back(std::move(out));
       } else if (t.type == TokenType::BlockBegin) {
@@ -211,7 +211,7 @@ class Parser {
     auto s = make<ForStmt>(next().pos);
     s->target = parse_assign_target(true, false, {"in"}, false);
     expect_name("in");
-    s->iter = parse_tuple(false, false, {"recursive"}, false, false);
+    s->iter = parse_tuple(false, {"recursive"}, false);
     if (skip_name("if")) s->filter = parse_expression(true);
     s->recursive = skip_name("recursive");
     ++loop_depth_;
@@ -224,7 +224,7 @@ class Parser {
   StmtPtr parse_if() {
     auto s = make<IfStmt>(next().pos);
     while (true) {
-      ExprPtr test = parse_tuple(false, false, {}, false, false);
+      ExprPtr test = parse_tuple(false, {}, false);
       Body body = parse_statements({"elif", "else", "endif"}, false);
       s->branches.emplace_back(std::move(test), std::move(body));
       const Token& t = next();
@@ -241,7 +241,7 @@ class Parser {
     if (skip_op("=")) {
       auto s = make<SetStmt>(pos);
       s->target = std::move(target);
-      s->value = parse_tuple(false, true, {}, false, false);
+      s->value = parse_tuple(true, {}, false);
       return s;
     }
     auto s = make<SetBlockStmt>(pos);
@@ -350,7 +350,7 @@ class Parser {
       }
       if (op("(")) {
         next();
-        Target inner = parse_target_tuple(extra_end, with_namespace, true);
+        Target inner = parse_assign_target(true, false, extra_end, with_namespace);
         expect_op(")");
         return inner;
       }
@@ -375,11 +375,6 @@ class Parser {
     return t;
   }
 
-  Target parse_target_tuple(std::vector<std::string_view> extra_end, bool with_namespace, bool parenthesized) {
-    (void)parenthesized;
-    return parse_assign_target(true, false, extra_end, with_namespace);
-  }
-
   bool is_tuple_end(const std::vector<std::string_view>& extra_end) const {
     const Token& t = current();
     if (t.type == TokenType::VariableEnd || t.type == TokenType::BlockEnd || is_op(t, ")")) return true;
@@ -390,16 +385,15 @@ class Parser {
   }
 
   // ---- expressions ----
-  ExprPtr parse_tuple(bool simplified, bool with_condexpr, std::vector<std::string_view> extra_end,
-                      bool explicit_parentheses, bool with_namespace) {
-    (void)with_namespace;
+  // Expressions separated by commas form a tuple (Jinja allows one without parentheses).
+  ExprPtr parse_tuple(bool with_condexpr, std::vector<std::string_view> extra_end, bool explicit_parentheses) {
     const SourcePos pos = current().pos;
     std::vector<ExprPtr> items;
     bool is_tuple = false;
     while (true) {
       if (!items.empty()) expect_op(",");
       if (is_tuple_end(extra_end)) break;
-      items.push_back(simplified ? parse_primary() : parse_expression(with_condexpr));
+      items.push_back(parse_expression(with_condexpr));
       if (op(",")) is_tuple = true;
       else break;
     }
@@ -600,7 +594,7 @@ class Parser {
     }
     if (is_op(t, "(")) {
       next();
-      ExprPtr e = parse_tuple(false, true, {}, true, false);
+      ExprPtr e = parse_tuple(true, {}, true);
       expect_op(")");
       return e;
     }

@@ -488,7 +488,22 @@ std::string py_string_repr(std::string_view s) {
   return out;
 }
 
+namespace {
+// Bounds recursion through objects that contain themselves (a namespace holding itself).
+struct ReprDepth {
+  static inline thread_local uint32_t depth = 0;
+  ReprDepth() {
+    if (++depth > kMaxNesting) {
+      --depth;
+      eval_fail("maximum recursion depth exceeded while getting the repr of an object");
+    }
+  }
+  ~ReprDepth() { --depth; }
+};
+}  // namespace
+
 std::string py_repr(const Value& v) {
+  ReprDepth guard;
   switch (v.kind()) {
     case Value::Kind::Undefined: return "Undefined";
     case Value::Kind::String: return py_string_repr(v.as_string());

@@ -178,7 +178,7 @@ Value MacroObject::call(Interpreter& in, CallArgs& args) const {
   ++in.call_depth;
 
   const auto& params = def_->params;
-  auto frame = std::make_shared<Frame>(closure_);
+  auto frame = in.new_frame(closure_);
   Interpreter::ScopeGuard scope(in, frame);
   const size_t n_positional = std::min(args.positional.size(), params.size());
   for (size_t i = 0; i < n_positional; ++i) frame->set(params[i].name, args.positional[i]);

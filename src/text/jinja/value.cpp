@@ -1,5 +1,6 @@
 #include "text/jinja/value.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "text/jinja/diagnostics.h"
@@ -21,8 +22,27 @@ Value Value::list(ValueList items, bool is_tuple) {
   return sequence(std::move(items), is_tuple ? SeqKind::Tuple : SeqKind::List);
 }
 
+namespace {
+uint32_t nesting_of(const ValueList& items) {
+  uint32_t depth = 1;
+  for (const auto& v : items) depth = std::max(depth, v.nesting() + 1);
+  if (depth > kMaxNesting) eval_fail("containers nested deeper than ", kMaxNesting, " levels");
+  return depth;
+}
+}  // namespace
+
+uint32_t Value::nesting() const {
+  switch (kind()) {
+    case Kind::List: return list_data().depth;
+    case Kind::Dict: return as_dict().depth();
+    case Kind::Generator: return generator_data().depth;
+    default: return 0;
+  }
+}
+
 Value Value::sequence(ValueList items, SeqKind kind) {
   auto data = std::make_shared<ListData>();
+  data->depth = nesting_of(items);
   data->items = std::move(items);
   data->kind = kind;
   return Value(std::shared_ptr<const ListData>(std::move(data)));
@@ -34,7 +54,9 @@ Value Value::range(int64_t start, int64_t stop, int64_t step) {
   data->range_start = start;
   data->range_stop = stop;
   data->range_step = step;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) data->items.push_back(Value(i));
+  ValueList items;
+  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.emplace_back(i);
+  data->items = std::move(items);
   return Value(std::shared_ptr<const ListData>(std::move(data)));
 }
 
@@ -42,6 +64,7 @@ Value Value::dict(Dict d) { return Value(std::shared_ptr<const Dict>(std::make_s
 
 Value Value::generator(ValueList items) {
   auto data = std::make_shared<GeneratorData>();
+  data->depth = nesting_of(items);
   data->items = std::move(items);
   return Value(std::move(data));
 }
@@ -94,9 +117,17 @@ std::string Value::type_name() const {
   return "?";
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+namespace {
+Value from_json_at(const nlohmann::ordered_json& j, uint32_t depth);
+}
+
+Value Value::from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
+
+namespace {
+Value from_json_at(const nlohmann::ordered_json& j, uint32_t depth) {
+  if (depth >= kMaxNesting) eval_fail("JSON nested deeper than ", kMaxNesting, " levels");
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return none();
+    case nlohmann::ordered_json::value_t::null: return Value::none();
     case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
@@ -109,17 +140,18 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::array: {
       ValueList items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
-      return list(std::move(items));
+      for (const auto& e : j) items.push_back(from_json_at(e, depth + 1));
+      return Value::list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict d;
-      for (const auto& [k, v] : j.items()) d.set(Value(k), from_json(v));
-      return dict(std::move(d));
+      for (const auto& [k, v] : j.items()) d.set(Value(k), from_json_at(v, depth + 1));
+      return Value::dict(std::move(d));
     }
     default: eval_fail("unsupported JSON value (binary or discarded)");
   }
 }
+}  // namespace
 
 nlohmann::ordered_json Value::to_json() const {
   switch (kind()) {
@@ -225,6 +257,9 @@ const Value* Dict::find(const Value& key) const {
 }
 
 void Dict::set(const Value& key, Value value) {
+  const uint32_t depth = std::max(key.nesting(), value.nesting()) + 1;
+  if (depth > kMaxNesting) eval_fail("containers nested deeper than ", kMaxNesting, " levels");
+  depth_ = std::max(depth_, depth);  // (replacing a value never lowers it: a safe upper bound)
   if (key.is_string()) {
     auto [it, inserted] = string_index_.try_emplace(key.as_string(), items_.size());
     if (inserted) items_.emplace_back(key, std::move(value));

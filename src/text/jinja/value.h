@@ -29,8 +29,13 @@ using ValueList = std::vector<Value>;
 // serializability, subscripting and equality.
 enum class SeqKind : uint8_t { List, Tuple, DictKeys, DictValues, DictItems, Range };
 
+// Containers nest at most this deep (Python would hit its recursion limit
+// printing or serializing deeper ones); it also bounds every recursion here.
+constexpr uint32_t kMaxNesting = 500;
+
 struct ListData {
   ValueList items;
+  uint32_t depth = 1;
   SeqKind kind = SeqKind::List;
   int64_t range_start = 0, range_stop = 0, range_step = 1;  // for SeqKind::Range
 };
@@ -39,6 +44,7 @@ struct ListData {
 // Its items are computed eagerly; `position` is how far it has been consumed.
 struct GeneratorData {
   ValueList items;
+  uint32_t depth = 1;
   size_t position = 0;
 };
 
@@ -125,6 +131,9 @@ class Value {
   // Fails on values that have no JSON form (undefined, generators, callables).
   nlohmann::ordered_json to_json() const;
 
+  // How deeply containers nest inside this value (0 for scalars and objects).
+  uint32_t nesting() const;
+
   // Identity for Python `is` (sameas): scalars by value, containers by storage.
   bool same_object(const Value& other) const;
 
@@ -161,9 +170,11 @@ class Dict {
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
   const std::vector<std::pair<Value, Value>>& items() const { return items_; }
+  uint32_t depth() const { return depth_; }
 
  private:
   std::vector<std::pair<Value, Value>> items_;
+  uint32_t depth_ = 1;
   std::unordered_map<std::string, size_t> string_index_;
 };
 
