@@ -1,7 +1,40 @@
 #!/usr/bin/env bash
-# The test command: set up, build, run every test. Ends with ctest's summary line.
+# The test command: set up, build, run every test: ctest (C++ unit, parity and CLI
+# tests), then the server's end-to-end tests (node:test with the official OpenAI and
+# Anthropic clients against build/fathom serve). Prints ctest's summary and the node
+# test runner's summary; the last line adds both up in ctest's format.
+# Exits non-zero if any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
-cd build
-ctest --output-on-failure -j2 --timeout 600
+root=$(pwd)
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+set +e
+(cd build && ctest --output-on-failure -j2 --timeout 600) 2>&1 | tee "$log/ctest"
+ctest_rc=${PIPESTATUS[0]}
+echo
+echo "server end-to-end tests (tests/server):"
+(cd tests/server && FATHOM_BINARY="$root/build/fathom" node --test --test-concurrency=1 --test-reporter=spec \
+  api.test.mjs errors.test.mjs load.test.mjs) 2>&1 | tee "$log/node"
+node_rc=${PIPESTATUS[0]}
+set -e
+
+ctest_line=$(grep -E '[0-9]+% tests passed' "$log/ctest" | tail -n 1 || true)
+ctest_total=$(sed -nE 's/.* out of ([0-9]+).*/\1/p' <<<"$ctest_line")
+ctest_failed=$(sed -nE 's/.* ([0-9]+) tests? failed.*/\1/p' <<<"$ctest_line")
+node_total=$(sed -nE 's/^ℹ tests ([0-9]+).*/\1/p' "$log/node" | tail -n 1)
+node_failed=$(sed -nE 's/^ℹ fail ([0-9]+).*/\1/p' "$log/node" | tail -n 1)
+ctest_total=${ctest_total:-0}; ctest_failed=${ctest_failed:-0}; node_total=${node_total:-0}; node_failed=${node_failed:-0}
+# A runner that died without a summary counts as one failure.
+[ "$ctest_rc" -ne 0 ] && [ "$ctest_failed" -eq 0 ] && ctest_failed=1 && ctest_total=$((ctest_total > 0 ? ctest_total : 1))
+[ "$node_rc" -ne 0 ] && [ "$node_failed" -eq 0 ] && node_failed=1 && node_total=$((node_total > 0 ? node_total : 1))
+total=$((ctest_total + node_total))
+failed=$((ctest_failed + node_failed))
+percent=$(( total > 0 ? (100 * (total - failed)) / total : 0 ))
+echo
+echo "ctest: ${ctest_line:-no summary}"
+echo "node e2e: tests $node_total, pass $((node_total - node_failed)), fail $node_failed"
+echo "${percent}% tests passed, ${failed} tests failed out of ${total} (ctest ${ctest_total}, server e2e ${node_total})"
+[ "$failed" -eq 0 ]

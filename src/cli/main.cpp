@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(name, help);
     commands[sub] = make(*sub);
   };
+  add("serve", "serve the model over HTTP (OpenAI and Anthropic APIs)", fathom::cli::add_serve_command);
   add("logits", "write the logits after every prompt position to a .npy file", fathom::cli::add_logits_command);
   add("generate", "generate tokens and print them as JSON", fathom::cli::add_generate_command);
   add("bench", "measure prefill and decode speed", fathom::cli::add_bench_command);

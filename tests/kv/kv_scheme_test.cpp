@@ -155,7 +155,6 @@ TEST_F(SchemeOnModel, DelayedStartIsExactBeforeAndConvertsAtTheBoundary) {
   auto exact = load(KvScheme::bf16());
   auto delayed = load(KvScheme::affine_uniform(4, 32, start));
   auto quantized = load(KvScheme::affine_uniform(4, 32, 0));
-  const int64_t vocab = exact->config().vocab_size;
   auto a = exact->new_state(30), b = delayed->new_state(30), c = quantized->new_state(30);
   // Chunks of 7: [0,7) bf16, [7,14) crosses the start but is still read exactly, then converts.
   for (int64_t begin = 0; begin < 30; begin += 7) {
@@ -166,9 +165,10 @@ TEST_F(SchemeOnModel, DelayedStartIsExactBeforeAndConvertsAtTheBoundary) {
     const bool same = std::memcmp(la.raw(), lb.raw(), la.nbytes()) == 0;
     EXPECT_EQ(same, before_conversion) << "chunk at " << begin;
     if (begin == 0) EXPECT_NE(std::memcmp(la.raw(), lc.raw(), la.nbytes()), 0) << "start 0 quantizes at once";
+    // Storage is allocated for the capacity (30): plain until the conversion,
+    // quantized from then on; bytes are linear in tokens, so scale bytes_at.
     const int64_t held = std::min<int64_t>(30, begin + 7);
     EXPECT_EQ(b->bytes(), delayed->kv_bytes_at(held) * 30 / held) << "after " << held << " tokens";
-    (void)vocab;
   }
 }
 

@@ -1,0 +1,133 @@
+// fathom serve --model DIR [--host 127.0.0.1] [--port 8080] [--api-key KEY]
+// An OpenAI- and Anthropic-compatible HTTP server (see src/server/).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/common_options.h"
+#include "core/error.h"
+#include "io/generation_config.h"
+#include "server/http_server.h"
+
+namespace fathom::cli {
+
+namespace {
+
+int64_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  return 0;
+}
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1ll << 30));
+  return buf;
+}
+
+// Loads the model; on a terminal, shows the time spent so far while it loads.
+std::unique_ptr<Model> load_with_progress(const ModelOptions& options) {
+  std::atomic<bool> done{false};
+  std::thread ticker;
+  const bool tty = ::isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (tty)
+    ticker = std::thread([&] {
+      const char* spin = "|/-\\";
+      for (int i = 0; !done; ++i) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "\rloading %s %c %.1fs", options.model_dir.c_str(), spin[i % 4], s);
+        std::fflush(stderr);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      std::fprintf(stderr, "\r\033[K");
+    });
+  std::unique_ptr<Model> model;
+  try {
+    model = options.load();
+  } catch (...) {
+    done = true;
+    if (ticker.joinable()) ticker.join();
+    throw;
+  }
+  done = true;
+  if (ticker.joinable()) ticker.join();
+  std::fprintf(stderr, "loaded %s in %.1fs\n", options.model_dir.c_str(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return model;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+  struct Options {
+    ModelOptions model;
+    server::ServerOptions server;
+    int64_t max_body_mib = 4;
+  };
+  auto o = std::make_shared<Options>();
+  o->model.add_to(app);
+  app.add_option("--host", o->server.host, "address to bind (127.0.0.1: this machine only)")->capture_default_str();
+  app.add_option("--port", o->server.port, "port (0: any free port)")->capture_default_str();
+  app.add_option("--api-key", o->server.api_key,
+                 "require 'Authorization: Bearer KEY' (or x-api-key) on every route but /health")
+      ->envname("FATHOM_API_KEY");
+  app.add_option("--served-model-name", o->server.served_model_name, "model id in the API (default: folder name)");
+  app.add_option("--ctx-size", o->server.context_length, "context length per request (0: the model's)")
+      ->capture_default_str();
+  app.add_option("--max-body-mib", o->max_body_mib, "largest request body in MiB")->capture_default_str();
+  app.add_option("--max-queue", o->server.max_queued, "requests that may wait for the engine (429 beyond)")
+      ->capture_default_str();
+  app.add_option("--request-timeout", o->server.request_timeout_s, "seconds a request may take in all")
+      ->capture_default_str();
+  app.add_option("--http-threads", o->server.http_threads, "HTTP worker threads (each streams one response)")
+      ->capture_default_str();
+  return [o] {
+    if (o->model.maybe_describe_kv()) return 0;
+    check(o->max_body_mib > 0, "--max-body-mib must be positive");
+    check(o->server.max_queued > 0, "--max-queue must be positive");
+    check(o->server.request_timeout_s > 0, "--request-timeout must be positive");
+    check(o->server.http_threads >= 4, "--http-threads must be at least 4");
+    o->server.max_body_bytes = size_t(o->max_body_mib) << 20;
+    const std::filesystem::path dir(o->model.model_dir);
+    check(std::filesystem::exists(dir / "tokenizer.json"), "serve: ", dir.string(),
+          " has no tokenizer.json (the server needs the model's tokenizer)");
+    if (o->server.served_model_name.empty()) {
+      auto name = std::filesystem::weakly_canonical(dir).filename().string();
+      o->server.served_model_name = name.empty() ? "model" : name;
+    }
+    Tokenizer tokenizer = Tokenizer::load(o->model.model_dir);
+    ChatTemplate chat_template = ChatTemplate::from_model_dir(o->model.model_dir);
+    auto model = load_with_progress(o->model);
+    std::vector<int64_t> stop_ids = load_generation_config(o->model.model_dir).eos_token_ids;
+    for (int64_t id : model->config().eos_token_ids) stop_ids.push_back(id);
+    for (int32_t id : tokenizer.eos_ids()) stop_ids.push_back(id);
+    const auto policy = o->model.prefill_policy();
+    server::ServerContext ctx(*model, policy, std::move(tokenizer), std::move(chat_template), stop_ids, o->server);
+    server::run_http_server(ctx, [&](int port) {
+      std::printf("fathom serve: model %s (%s, %s compute, %s)\n", ctx.options.served_model_name.c_str(),
+                  o->model.model_dir.c_str(), model->compute_dtype() == ComputeDType::bf16 ? "bf16" : "f32",
+                  model->backend_name().c_str());
+      std::printf("  context length %lld tokens; weights %s; resident memory %s; KV %s per token\n",
+                  (long long)ctx.context_length, gib(model->weight_bytes()).c_str(), gib(resident_bytes()).c_str(),
+                  std::to_string(model->kv_bytes_at(1)).append(" bytes").c_str());
+      std::printf("  listening on http://%s:%d  (OpenAI: /v1/chat/completions /v1/completions /v1/models; "
+                  "Anthropic: /v1/messages; /health /metrics)%s\n",
+                  ctx.options.host.c_str(), port, ctx.options.api_key.empty() ? "" : "; API key required");
+      std::fflush(stdout);
+    });
+    std::printf("fathom serve: stopped\n");
+    return 0;
+  };
+}
+
+}  // namespace fathom::cli

@@ -1,0 +1,169 @@
+#include "server/anthropic_routes.h"
+
+#include "server/generation_session.h"
+#include "server/http_errors.h"
+#include "server/sse.h"
+
+namespace fathom::server {
+
+namespace {
+
+std::string stop_reason_of(const GenerationSession& s, bool tool_use) {
+  if (tool_use) return "tool_use";
+  if (s.stopped_by_string()) return "stop_sequence";
+  return s.finish_reason() == "stop" ? "end_turn" : "max_tokens";
+}
+
+ojson tool_use_block(const ToolCall& call) {
+  ojson input = ojson::parse(call.arguments, nullptr, false);
+  if (input.is_discarded() || !input.is_object()) input = ojson::object();
+  return {{"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", call.name}, {"input", input}};
+}
+
+// Streams: message_start, then per block content_block_start / *_delta /
+// content_block_stop, then message_delta (stop_reason, usage) and message_stop.
+class MessagesStream final : public SseFormatter {
+ public:
+  MessagesStream(const ServerContext& ctx, const ChatRequest& req, int64_t prompt_tokens)
+      : ctx_(ctx), tools_(req.tools_enabled && ctx.tool_format != ToolCallFormat::none),
+        prompt_tokens_(prompt_tokens) {}
+
+  std::string begin() override {
+    ojson message = {{"id", id_},
+                     {"type", "message"},
+                     {"role", "assistant"},
+                     {"model", ctx_.options.served_model_name},
+                     {"content", ojson::array()},
+                     {"stop_reason", nullptr},
+                     {"stop_sequence", nullptr},
+                     {"usage", {{"input_tokens", prompt_tokens_}, {"output_tokens", 0}}}};
+    return sse_event("message_start", {{"type", "message_start"}, {"message", message}}) +
+           sse_event("ping", {{"type", "ping"}});
+  }
+
+  std::string delta(const Delta& d) override {
+    std::string out;
+    if (!d.reasoning.empty()) {
+      out += open_block("thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+      out += sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
+                                               {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
+    }
+    if (tools_) {
+      held_ += d.content;
+    } else if (!d.content.empty()) {
+      out += text(d.content);
+    }
+    return out;
+  }
+
+  std::string end(const GenerationSession& s) override {
+    std::string out;
+    if (!s.error().empty())
+      return out + sse_event("error", {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", s.error()}}}});
+    bool tool_use = false;
+    if (tools_) {
+      ParsedToolCalls parsed = parse_tool_calls(held_, ctx_.tool_format);
+      if (!parsed.content.empty()) out += text(parsed.content);
+      for (const auto& call : parsed.calls) {
+        ojson block = tool_use_block(call);
+        const std::string input = block["input"].dump();
+        block["input"] = ojson::object();
+        out += close_block();
+        ++index_;
+        open_ = "tool_use";
+        out += sse_event("content_block_start", {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
+        out += sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
+                                                 {"delta", {{"type", "input_json_delta"}, {"partial_json", input}}}});
+        tool_use = true;
+      }
+    }
+    if (open_.empty()) out += text("");  // every message has at least one block
+    out += close_block();
+    ojson stop_sequence = nullptr;
+    out += sse_event("message_delta", {{"type", "message_delta"},
+                                       {"delta", {{"stop_reason", stop_reason_of(s, tool_use)}, {"stop_sequence", stop_sequence}}},
+                                       {"usage", {{"output_tokens", s.completion_tokens()}}}});
+    return out + sse_event("message_stop", {{"type", "message_stop"}});
+  }
+
+ private:
+  std::string text(const std::string& t) {
+    std::string out = open_block("text", {{"type", "text"}, {"text", ""}});
+    return out + sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
+                                                   {"delta", {{"type", "text_delta"}, {"text", t}}}});
+  }
+  // Opens a block of `type` unless one is open already; closes another type first.
+  std::string open_block(const std::string& type, const ojson& block) {
+    if (open_ == type) return {};
+    std::string out = close_block();
+    if (started_) ++index_;
+    started_ = true;
+    open_ = type;
+    return out + sse_event("content_block_start", {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
+  }
+  std::string close_block() {
+    if (open_.empty()) return {};
+    std::string out;
+    if (open_ == "thinking")
+      out += sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
+                                               {"delta", {{"type", "signature_delta"}, {"signature", ""}}}});
+    open_.clear();
+    return out + sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
+  }
+
+  const ServerContext& ctx_;
+  const bool tools_;
+  const int64_t prompt_tokens_;
+  const std::string id_ = random_id("msg_");
+  std::string held_, open_;
+  int index_ = 0;
+  bool started_ = false;
+};
+
+void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const ChatRequest request = parse_messages_request(parse_body(req.body));
+  const PreparedPrompt prompt = prepare_chat_prompt(ctx, request);
+  auto job = make_job(ctx, prompt.ids, request.gen);
+  submit_job(ctx, job);
+  auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, ctx.has_thinking,
+                                                     prompt.starts_in_reasoning);
+  if (request.gen.stream)
+    return stream_session(res, session, std::make_shared<MessagesStream>(ctx, request, int64_t(prompt.ids.size())));
+  Delta all;
+  session->run_to_end(all);
+  if (!session->error().empty()) throw ApiError(500, session->error(), "", "api_error");
+  ojson content = ojson::array();
+  if (!all.reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", all.reasoning}, {"signature", ""}});
+  bool tool_use = false;
+  std::string text = all.content;
+  std::vector<ToolCall> calls;
+  if (request.tools_enabled && ctx.tool_format != ToolCallFormat::none) {
+    ParsedToolCalls parsed = parse_tool_calls(all.content, ctx.tool_format);
+    text = parsed.content;
+    calls = std::move(parsed.calls);
+  }
+  if (!text.empty() || calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
+  for (const auto& call : calls) {
+    content.push_back(tool_use_block(call));
+    tool_use = true;
+  }
+  ojson body = {{"id", random_id("msg_")},
+                {"type", "message"},
+                {"role", "assistant"},
+                {"model", ctx.options.served_model_name},
+                {"content", content},
+                {"stop_reason", stop_reason_of(*session, tool_use)},
+                {"stop_sequence", nullptr},
+                {"usage", {{"input_tokens", session->prompt_tokens()}, {"output_tokens", session->completion_tokens()}}}};
+  res.set_content(dump_json(body), "application/json");
+}
+
+}  // namespace
+
+void add_anthropic_routes(httplib::Server& http, ServerContext& ctx) {
+  http.Post("/v1/messages",
+            guarded(ctx, "/v1/messages", ApiStyle::anthropic,
+                    [&ctx](const httplib::Request& req, httplib::Response& res) { messages(ctx, req, res); }));
+}
+
+}  // namespace fathom::server

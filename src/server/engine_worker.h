@@ -1,0 +1,97 @@
+#pragma once
+// The single engine thread: a bounded FIFO of generation jobs, run one at a
+// time. HTTP threads submit a Job (native structs only) and read its token
+// events; setting Job::cancelled (client gone, stop string, timeout) makes the
+// engine drop the job's sequence state at its next token.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "engine/prefill_policy.h"
+#include "engine/sampler.h"
+#include "model/model.h"
+#include "server/metrics.h"
+
+namespace fathom::server {
+
+using Clock = std::chrono::steady_clock;
+
+struct JobSpec {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;
+  SamplingParams sampling;
+  float presence_penalty = 0.0f;   // OpenAI semantics: subtracted once from every id seen in the output
+  float frequency_penalty = 0.0f;  // subtracted per occurrence in the output
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  int top_logprobs = -1;           // -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives
+  std::vector<int64_t> stop_ids;
+  Clock::time_point deadline = Clock::time_point::max();
+};
+
+struct TokenEvent {
+  int32_t id = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // best first
+};
+
+class Job {
+ public:
+  explicit Job(JobSpec spec) : spec(std::move(spec)), enqueued(Clock::now()) {}
+  const JobSpec spec;
+  const Clock::time_point enqueued;
+  std::atomic<bool> cancelled{false};
+
+  enum class Next { token, finished, waiting };
+  // Takes the next event, waiting up to `wait`. On finished, finish_reason() and error() are final.
+  Next next(TokenEvent& out, std::chrono::milliseconds wait);
+  std::string finish_reason() const;  // "stop", "length", "cancelled" or "timeout"
+  std::string error() const;          // non-empty when the engine failed on this job
+
+  // Engine side.
+  void push(TokenEvent event);
+  void finish(std::string finish_reason, std::string error = {});
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<TokenEvent> events_;
+  bool finished_ = false;
+  std::string finish_reason_, error_;
+};
+
+class EngineWorker {
+ public:
+  EngineWorker(const Model& model, const PrefillPolicy& policy, Metrics& metrics, size_t max_queued);
+  ~EngineWorker();
+  EngineWorker(const EngineWorker&) = delete;
+  EngineWorker& operator=(const EngineWorker&) = delete;
+
+  // False when max_queued jobs are already waiting (the caller answers 429).
+  bool submit(const std::shared_ptr<Job>& job);
+  size_t queued() const;
+
+ private:
+  void loop();
+  void run(Job& job);
+
+  const Model& model_;
+  const PrefillPolicy& policy_;
+  Metrics& metrics_;
+  const size_t max_queued_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace fathom::server

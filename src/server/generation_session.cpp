@@ -1,0 +1,74 @@
+#include "server/generation_session.h"
+
+namespace fathom::server {
+
+GenerationSession::GenerationSession(const ServerContext& ctx, std::shared_ptr<Job> job,
+                                     std::vector<std::string> stops, bool split_reasoning, bool starts_in_reasoning)
+    : job_(std::move(job)), detokenizer_(ctx.tokenizer, /*skip_special_tokens=*/true), stops_(std::move(stops)) {
+  if (split_reasoning) reasoning_.emplace(starts_in_reasoning);
+}
+
+GenerationSession::~GenerationSession() { job_->cancelled = true; }
+
+void GenerationSession::emit(const std::string& text, Delta& out) {
+  if (!reasoning_) {
+    out.content += text;
+    return;
+  }
+  auto parts = reasoning_->push(text);
+  out.reasoning += parts.reasoning;
+  out.content += parts.content;
+}
+
+void GenerationSession::finish(Delta& out) {
+  if (!stopped_by_string_) {
+    const auto step = stops_.push(detokenizer_.flush());
+    emit(step.emit, out);
+    if (step.stopped) stopped_by_string_ = true;
+    else emit(stops_.flush(), out);
+  }
+  if (reasoning_) {
+    auto parts = reasoning_->flush();
+    out.reasoning += parts.reasoning;
+    out.content += parts.content;
+  }
+  done_ = true;
+  if (stopped_by_string_) {
+    finish_reason_ = "stop";
+    job_->cancelled = true;
+    return;
+  }
+  finish_reason_ = job_->finish_reason();
+  error_ = job_->error();
+}
+
+bool GenerationSession::step(Delta& out, std::chrono::milliseconds wait) {
+  if (done_) return true;
+  TokenEvent event;
+  switch (job_->next(event, wait)) {
+    case Job::Next::waiting:
+      return false;
+    case Job::Next::finished:
+      finish(out);
+      return true;
+    case Job::Next::token:
+      break;
+  }
+  ++completion_tokens_;
+  const auto step = stops_.push(detokenizer_.push(event.id));
+  out.tokens.push_back(std::move(event));
+  emit(step.emit, out);
+  if (step.stopped) {
+    stopped_by_string_ = true;
+    finish(out);
+    return true;
+  }
+  return false;
+}
+
+void GenerationSession::run_to_end(Delta& out) {
+  while (!step(out, std::chrono::milliseconds(1000))) {
+  }
+}
+
+}  // namespace fathom::server

@@ -1,0 +1,109 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <csignal>
+#include <thread>
+
+#include "core/error.h"
+#include "server/anthropic_routes.h"
+#include "server/http_errors.h"
+#include "server/openai_routes.h"
+#include "server/sse.h"
+
+namespace fathom::server {
+
+namespace {
+
+std::atomic<httplib::Server*> g_server{nullptr};
+
+void on_signal(int) {
+  // stop() only shuts the listening socket down; it is safe enough from a handler here.
+  if (auto* s = g_server.load()) s->stop();
+}
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return diff == 0;
+}
+
+ApiStyle style_of(const std::string& path) {
+  return path.rfind("/v1/messages", 0) == 0 ? ApiStyle::anthropic : ApiStyle::openai;
+}
+
+bool authorized(const httplib::Request& req, const std::string& key) {
+  const std::string auth = req.get_header_value("Authorization");
+  if (auth.rfind("Bearer ", 0) == 0 && constant_time_equal(auth.substr(7), key)) return true;
+  return req.has_header("x-api-key") && constant_time_equal(req.get_header_value("x-api-key"), key);
+}
+
+}  // namespace
+
+void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on_listening) {
+  httplib::Server http;
+  const int threads = ctx.options.http_threads;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  // Bodies up to twice the limit are read and answered with a clean 413 by the
+  // routes; beyond that the library refuses them without reading.
+  http.set_payload_max_length(ctx.options.max_body_bytes * 2 + 1024);
+  http.set_read_timeout(30, 0);
+  http.set_write_timeout(30, 0);
+  http.set_keep_alive_timeout(2);
+
+  http.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (ctx.options.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (authorized(req, ctx.options.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    write_error(res,
+                ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
+                         "", "invalid_request_error", "invalid_api_key"),
+                style_of(req.path));
+    ctx.metrics.count_request("unauthorized", 401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Statuses the library sets itself (404, 413, 400 on a broken request line) get a JSON body too.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message = "error";
+    if (res.status == 404) message = "no route for " + req.method + " " + req.path;
+    else if (res.status == 413) message = "the request body is too large";
+    else if (res.status == 405) message = "method not allowed";
+    else message = "HTTP error " + std::to_string(res.status);
+    write_error(res, ApiError(res.status, message), style_of(req.path));
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+    write_error(res, ApiError(500, "internal error", "", "server_error"), style_of(req.path));
+  });
+
+  http.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump_json({{"status", "ok"}, {"model", ctx.options.served_model_name},
+                               {"queued", ctx.worker.queued()}}),
+                    "application/json");
+  });
+  http.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
+    ctx.metrics.count_request("/metrics", 200);
+    res.set_content(ctx.metrics.render(), "text/plain; version=0.0.4");
+  });
+  add_openai_routes(http, ctx);
+  add_anthropic_routes(http, ctx);
+
+  int port = ctx.options.port;
+  if (port == 0) {
+    port = http.bind_to_any_port(ctx.options.host);
+    check(port > 0, "serve: cannot bind ", ctx.options.host, " on any port");
+  } else {
+    check(http.bind_to_port(ctx.options.host, port), "serve: cannot bind ", ctx.options.host, ":", port,
+          " (in use, or not an address of this machine)");
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  g_server = &http;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  on_listening(port);
+  http.listen_after_bind();
+  g_server = nullptr;
+}
+
+}  // namespace fathom::server

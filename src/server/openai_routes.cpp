@@ -1,0 +1,267 @@
+#include "server/openai_routes.h"
+
+#include "server/generation_session.h"
+#include "server/http_errors.h"
+#include "server/sse.h"
+
+namespace fathom::server {
+
+namespace {
+
+std::string finish_reason_of(const GenerationSession& s, bool tool_calls) {
+  if (tool_calls) return "tool_calls";
+  return s.finish_reason() == "stop" ? "stop" : "length";
+}
+
+ojson usage_of(const GenerationSession& s) {
+  return {{"prompt_tokens", s.prompt_tokens()},
+          {"completion_tokens", s.completion_tokens()},
+          {"total_tokens", s.prompt_tokens() + s.completion_tokens()}};
+}
+
+ojson token_bytes(const std::string& text) {
+  ojson out = ojson::array();
+  for (unsigned char c : text) out.push_back(int(c));
+  return out;
+}
+
+// Chat logprobs entries: [{token, logprob, bytes, top_logprobs: [...]}].
+ojson chat_logprobs(const ServerContext& ctx, const std::vector<TokenEvent>& tokens) {
+  ojson content = ojson::array();
+  for (const auto& t : tokens) {
+    const std::string text = ctx.tokenizer.decode(std::vector<int32_t>{t.id});
+    ojson top = ojson::array();
+    for (const auto& [id, lp] : t.top) {
+      const std::string alt = ctx.tokenizer.decode(std::vector<int32_t>{id});
+      top.push_back({{"token", alt}, {"logprob", lp}, {"bytes", token_bytes(alt)}});
+    }
+    content.push_back({{"token", text}, {"logprob", t.logprob}, {"bytes", token_bytes(text)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+// Completions logprobs: {tokens, token_logprobs, top_logprobs: [{token: lp}], text_offset}.
+ojson completion_logprobs(const ServerContext& ctx, const std::vector<TokenEvent>& tokens, size_t offset) {
+  ojson out = {{"tokens", ojson::array()}, {"token_logprobs", ojson::array()}, {"top_logprobs", ojson::array()},
+               {"text_offset", ojson::array()}};
+  for (const auto& t : tokens) {
+    const std::string text = ctx.tokenizer.decode(std::vector<int32_t>{t.id});
+    out["tokens"].push_back(text);
+    out["token_logprobs"].push_back(t.logprob);
+    ojson top = ojson::object();
+    for (const auto& [id, lp] : t.top) top[ctx.tokenizer.decode(std::vector<int32_t>{id})] = lp;
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(offset);
+    offset += text.size();
+  }
+  return out;
+}
+
+ojson tool_calls_json(const std::vector<ToolCall>& calls, bool streaming) {
+  ojson out = ojson::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    ojson call = {{"id", random_id("call_")},
+                  {"type", "function"},
+                  {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (streaming) call["index"] = i;
+    out.push_back(call);
+  }
+  return out;
+}
+
+class ChatStream final : public SseFormatter {
+ public:
+  ChatStream(const ServerContext& ctx, const ChatRequest& req)
+      : ctx_(ctx), tools_(req.tools_enabled && ctx.tool_format != ToolCallFormat::none),
+        logprobs_(req.gen.top_logprobs >= 0), include_usage_(req.gen.include_usage) {}
+
+  std::string begin() override { return chunk({{"role", "assistant"}, {"content", ""}}, nullptr); }
+
+  std::string delta(const Delta& d) override {
+    std::string out;
+    ojson logprobs = logprobs_ && !d.tokens.empty() ? chat_logprobs(ctx_, d.tokens) : ojson(nullptr);
+    if (!d.reasoning.empty()) out += chunk({{"reasoning_content", d.reasoning}}, nullptr);
+    if (tools_) {
+      held_ += d.content;  // tool calls are parsed from the whole output
+      if (!logprobs.is_null()) out += chunk(ojson::object(), nullptr, logprobs);
+    } else if (!d.content.empty() || !logprobs.is_null()) {
+      out += chunk({{"content", d.content}}, nullptr, logprobs);
+    }
+    return out;
+  }
+
+  std::string end(const GenerationSession& s) override {
+    std::string out;
+    if (!s.error().empty())
+      return sse_data({{"error", {{"message", s.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
+             "data: [DONE]\n\n";
+    bool called = false;
+    if (tools_) {
+      ParsedToolCalls parsed = parse_tool_calls(held_, ctx_.tool_format);
+      if (!parsed.content.empty()) out += chunk({{"content", parsed.content}}, nullptr);
+      if (!parsed.calls.empty()) {
+        out += chunk({{"tool_calls", tool_calls_json(parsed.calls, true)}}, nullptr);
+        called = true;
+      }
+    }
+    out += chunk(ojson::object(), finish_reason_of(s, called));
+    if (include_usage_) {
+      ojson usage_chunk = base();
+      usage_chunk["choices"] = ojson::array();
+      usage_chunk["usage"] = usage_of(s);
+      out += sse_data(usage_chunk);
+    }
+    return out + "data: [DONE]\n\n";
+  }
+
+ private:
+  ojson base() const {
+    return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", ctx_.options.served_model_name}};
+  }
+  std::string chunk(ojson delta, ojson finish_reason, ojson logprobs = nullptr) {
+    ojson c = base();
+    c["choices"] = ojson::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
+                                  {"finish_reason", std::move(finish_reason)}}});
+    if (include_usage_) c["usage"] = nullptr;
+    return sse_data(c);
+  }
+
+  const ServerContext& ctx_;
+  const bool tools_, logprobs_, include_usage_;
+  const std::string id_ = random_id("chatcmpl-");
+  const int64_t created_ = unix_time();
+  std::string held_;
+};
+
+void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const ChatRequest request = parse_chat_request(parse_body(req.body));
+  const PreparedPrompt prompt = prepare_chat_prompt(ctx, request);
+  auto job = make_job(ctx, prompt.ids, request.gen);
+  submit_job(ctx, job);
+  auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, ctx.has_thinking,
+                                                     prompt.starts_in_reasoning);
+  if (request.gen.stream) return stream_session(res, session, std::make_shared<ChatStream>(ctx, request));
+
+  Delta all;
+  session->run_to_end(all);
+  if (!session->error().empty()) throw ApiError(500, session->error(), "", "server_error");
+  ojson message = {{"role", "assistant"}, {"content", all.content}};
+  if (!all.reasoning.empty()) message["reasoning_content"] = all.reasoning;
+  bool called = false;
+  if (request.tools_enabled && ctx.tool_format != ToolCallFormat::none) {
+    ParsedToolCalls parsed = parse_tool_calls(all.content, ctx.tool_format);
+    if (!parsed.calls.empty()) {
+      message["content"] = parsed.content.empty() ? ojson(nullptr) : ojson(parsed.content);
+      message["tool_calls"] = tool_calls_json(parsed.calls, false);
+      called = true;
+    }
+  }
+  ojson body = {{"id", random_id("chatcmpl-")},
+                {"object", "chat.completion"},
+                {"created", unix_time()},
+                {"model", ctx.options.served_model_name},
+                {"choices", ojson::array({{{"index", 0},
+                                           {"message", message},
+                                           {"logprobs", request.gen.top_logprobs >= 0 ? chat_logprobs(ctx, all.tokens)
+                                                                                      : ojson(nullptr)},
+                                           {"finish_reason", finish_reason_of(*session, called)}}})},
+                {"usage", usage_of(*session)}};
+  res.set_content(dump_json(body), "application/json");
+}
+
+class CompletionStream final : public SseFormatter {
+ public:
+  CompletionStream(const ServerContext& ctx, const CompletionRequest& req)
+      : ctx_(ctx), logprobs_(req.gen.top_logprobs >= 0), include_usage_(req.gen.include_usage) {}
+  std::string begin() override { return {}; }
+  std::string delta(const Delta& d) override {
+    if (d.content.empty() && !logprobs_) return {};
+    ojson lp = logprobs_ ? completion_logprobs(ctx_, d.tokens, offset_) : ojson(nullptr);
+    offset_ += d.content.size();
+    return chunk(d.content, nullptr, lp);
+  }
+  std::string end(const GenerationSession& s) override {
+    if (!s.error().empty())
+      return sse_data({{"error", {{"message", s.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
+             "data: [DONE]\n\n";
+    std::string out = chunk("", finish_reason_of(s, false), nullptr);
+    if (include_usage_) {
+      ojson c = base();
+      c["choices"] = ojson::array();
+      c["usage"] = usage_of(s);
+      out += sse_data(c);
+    }
+    return out + "data: [DONE]\n\n";
+  }
+
+ private:
+  ojson base() const {
+    return {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", ctx_.options.served_model_name}};
+  }
+  std::string chunk(const std::string& text, ojson finish_reason, ojson logprobs) {
+    ojson c = base();
+    c["choices"] = ojson::array({{{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)},
+                                  {"finish_reason", std::move(finish_reason)}}});
+    return sse_data(c);
+  }
+  const ServerContext& ctx_;
+  const bool logprobs_, include_usage_;
+  const std::string id_ = random_id("cmpl-");
+  const int64_t created_ = unix_time();
+  size_t offset_ = 0;
+};
+
+void completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const CompletionRequest request = parse_completion_request(parse_body(req.body));
+  const std::vector<int32_t> ids =
+      request.prompt_ids.empty() ? ctx.tokenizer.encode(request.prompt, /*add_special_tokens=*/true) : request.prompt_ids;
+  auto job = make_job(ctx, ids, request.gen);
+  submit_job(ctx, job);
+  auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, false, false);
+  if (request.gen.stream) return stream_session(res, session, std::make_shared<CompletionStream>(ctx, request));
+  Delta all;
+  session->run_to_end(all);
+  if (!session->error().empty()) throw ApiError(500, session->error(), "", "server_error");
+  ojson body = {{"id", random_id("cmpl-")},
+                {"object", "text_completion"},
+                {"created", unix_time()},
+                {"model", ctx.options.served_model_name},
+                {"choices", ojson::array({{{"index", 0},
+                                           {"text", all.content},
+                                           {"logprobs", request.gen.top_logprobs >= 0
+                                                            ? completion_logprobs(ctx, all.tokens, 0)
+                                                            : ojson(nullptr)},
+                                           {"finish_reason", finish_reason_of(*session, false)}}})},
+                {"usage", usage_of(*session)}};
+  res.set_content(dump_json(body), "application/json");
+}
+
+}  // namespace
+
+void add_openai_routes(httplib::Server& http, ServerContext& ctx) {
+  http.Post("/v1/chat/completions",
+            guarded(ctx, "/v1/chat/completions", ApiStyle::openai,
+                    [&ctx](const httplib::Request& req, httplib::Response& res) { chat_completions(ctx, req, res); }));
+  http.Post("/v1/completions",
+            guarded(ctx, "/v1/completions", ApiStyle::openai,
+                    [&ctx](const httplib::Request& req, httplib::Response& res) { completions(ctx, req, res); }));
+  auto model_json = [&ctx] {
+    return ojson{{"id", ctx.options.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "fathom"},
+                 {"context_length", ctx.context_length}};
+  };
+  http.Get("/v1/models", guarded(ctx, "/v1/models", ApiStyle::openai,
+                                 [model_json](const httplib::Request&, httplib::Response& res) {
+                                   res.set_content(dump_json({{"object", "list"}, {"data", ojson::array({model_json()})}}),
+                                                   "application/json");
+                                 }));
+  http.Get(R"(/v1/models/(.+))",
+           guarded(ctx, "/v1/models/{id}", ApiStyle::openai,
+                   [&ctx, model_json](const httplib::Request& req, httplib::Response& res) {
+                     if (req.matches[1] != ctx.options.served_model_name)
+                       throw ApiError(404, "The model '" + std::string(req.matches[1]) + "' does not exist", "model",
+                                      "invalid_request_error", "model_not_found");
+                     res.set_content(dump_json(model_json()), "application/json");
+                   }));
+}
+
+}  // namespace fathom::server

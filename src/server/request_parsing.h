@@ -1,0 +1,66 @@
+#pragma once
+// Request bodies (OpenAI chat/completions, Anthropic messages) → native structs.
+// Unknown fields are ignored; a field of the wrong type or out of range is an
+// ApiError naming it (HTTP 400).
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampler.h"
+
+namespace fathom::server {
+
+using ojson = nlohmann::ordered_json;
+
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string message, std::string param = {}, std::string type = "invalid_request_error",
+           std::string code = {})
+      : std::runtime_error(message), status(status), param(std::move(param)), type(std::move(type)),
+        code(std::move(code)) {}
+  int status;
+  std::string param, type, code;
+};
+
+// What every generation endpoint shares.
+struct GenerationFields {
+  std::optional<int64_t> max_tokens;
+  SamplingParams sampling;
+  bool seed_given = false;
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  int top_logprobs = -1;  // -1: logprobs off
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+struct ChatRequest {
+  ojson messages;              // normalized for the chat template: content is a string
+  ojson tools;                 // null or an array of {"type": "function", "function": {...}}
+  bool tools_enabled = false;  // tools given and tool_choice is not "none"
+  ojson chat_template_kwargs = ojson::object();
+  GenerationFields gen;
+};
+
+struct CompletionRequest {
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;  // when the prompt was given as token ids
+  GenerationFields gen;
+};
+
+// Parses the body; malformed JSON (including invalid UTF-8) is an ApiError.
+ojson parse_body(const std::string& body);
+
+ChatRequest parse_chat_request(const ojson& body);
+CompletionRequest parse_completion_request(const ojson& body);
+// Anthropic Messages: system, messages with content blocks (text, tool_use,
+// tool_result), tools with input_schema, max_tokens (required), stop_sequences.
+ChatRequest parse_messages_request(const ojson& body);
+
+}  // namespace fathom::server

@@ -1,0 +1,90 @@
+#include "server/server_context.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "server/reasoning.h"
+
+namespace fathom::server {
+
+ServerContext::ServerContext(const Model& model, const PrefillPolicy& policy, Tokenizer tokenizer,
+                             ChatTemplate chat_template, std::vector<int64_t> stop_ids, ServerOptions options)
+    : model(model),
+      tokenizer(std::move(tokenizer)),
+      chat_template(std::move(chat_template)),
+      stop_ids(std::move(stop_ids)),
+      options(std::move(options)),
+      context_length(this->options.context_length > 0
+                         ? std::min<int64_t>(this->options.context_length, model.config().max_position_embeddings)
+                         : model.config().max_position_embeddings),
+      has_thinking(template_has_thinking(this->chat_template.source())),
+      tool_format(detect_tool_call_format(this->chat_template.source())),
+      worker(model, policy, metrics, this->options.max_queued) {}
+
+PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& request) {
+  std::string rendered;
+  try {
+    rendered = ctx.chat_template.render(request.messages, request.tools, /*add_generation_prompt=*/true,
+                                        request.chat_template_kwargs);
+  } catch (const std::exception& e) {
+    throw ApiError(400, std::string("the chat template rejected the request: ") + e.what(), "messages");
+  }
+  PreparedPrompt out;
+  out.ids = ctx.tokenizer.encode(rendered, /*add_special_tokens=*/false);
+  out.starts_in_reasoning = ctx.has_thinking && prompt_opens_thinking(rendered);
+  return out;
+}
+
+std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& prompt, const GenerationFields& gen) {
+  const int64_t n = int64_t(prompt.size());
+  if (n == 0) throw ApiError(400, "the prompt is empty", "prompt");
+  if (n >= ctx.context_length)
+    throw ApiError(400,
+                   "This model's maximum context length is " + std::to_string(ctx.context_length) +
+                       " tokens, but the prompt has " + std::to_string(n) + " tokens.",
+                   "messages", "invalid_request_error", "context_length_exceeded");
+  const int64_t vocab = ctx.model.config().vocab_size;
+  for (int32_t id : prompt)
+    if (id < 0 || id >= vocab) throw ApiError(400, "token id " + std::to_string(id) + " is out of range", "prompt");
+  for (const auto& [id, bias] : gen.logit_bias)
+    if (id >= vocab) throw ApiError(400, "logit_bias token id " + std::to_string(id) + " is out of range", "logit_bias");
+  JobSpec spec;
+  spec.prompt = prompt;
+  const int64_t room = ctx.context_length - n;
+  spec.max_tokens = std::min(gen.max_tokens.value_or(room), room);
+  spec.sampling = gen.sampling;
+  try {
+    spec.sampling.validate();
+  } catch (const std::exception& e) {
+    throw ApiError(400, e.what());
+  }
+  spec.presence_penalty = gen.presence_penalty;
+  spec.frequency_penalty = gen.frequency_penalty;
+  spec.logit_bias = gen.logit_bias;
+  spec.top_logprobs = gen.top_logprobs;
+  spec.stop_ids = ctx.stop_ids;
+  spec.deadline = Clock::now() + std::chrono::seconds(ctx.options.request_timeout_s);
+  return std::make_shared<Job>(std::move(spec));
+}
+
+void submit_job(ServerContext& ctx, const std::shared_ptr<Job>& job) {
+  if (!ctx.worker.submit(job))
+    throw ApiError(429, "too many requests are queued (" + std::to_string(ctx.options.max_queued) + "); retry later",
+                   "", "rate_limit_error", "queue_full");
+  ctx.metrics.prompt_tokens += int64_t(job->spec.prompt.size());
+}
+
+std::string random_id(const std::string& prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* hex = "0123456789abcdef";
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id += hex[rng() % 16];
+  return id;
+}
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace fathom::server

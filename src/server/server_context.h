@@ -1,0 +1,64 @@
+#pragma once
+// What the routes share: the model, its text tools, the engine worker, metrics
+// and the options; plus the steps every generation route takes on its HTTP
+// thread (template, tokenize, check against the context, submit).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "server/engine_worker.h"
+#include "server/metrics.h"
+#include "server/request_parsing.h"
+#include "server/tool_calls.h"
+#include "text/jinja/chat_template.h"
+#include "text/tokenizer/tokenizer.h"
+
+namespace fathom::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;                // empty: no authentication
+  std::string served_model_name;      // default: the model folder's name
+  int64_t context_length = 0;         // 0: the model's max_position_embeddings
+  size_t max_body_bytes = 4u << 20;
+  size_t max_queued = 64;
+  int request_timeout_s = 600;
+  int http_threads = 128;
+};
+
+struct ServerContext {
+  ServerContext(const Model& model, const PrefillPolicy& policy, Tokenizer tokenizer, ChatTemplate chat_template,
+                std::vector<int64_t> stop_ids, ServerOptions options);
+
+  const Model& model;
+  const Tokenizer tokenizer;
+  const ChatTemplate chat_template;
+  const std::vector<int64_t> stop_ids;  // eos ids of the model, generation config and tokenizer
+  const ServerOptions options;
+  const int64_t context_length;
+  const bool has_thinking;
+  const ToolCallFormat tool_format;
+  Metrics metrics;
+  EngineWorker worker;  // last: its thread starts once everything above exists
+};
+
+struct PreparedPrompt {
+  std::vector<int32_t> ids;
+  bool starts_in_reasoning = false;
+};
+
+// Renders the chat template and tokenizes (template errors are 400s).
+PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& request);
+// Builds the engine job; a prompt that leaves no room in the context is a 400.
+std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& prompt, const GenerationFields& gen);
+// Queues the job; a full queue is a 429.
+void submit_job(ServerContext& ctx, const std::shared_ptr<Job>& job);
+
+// A fresh id such as "chatcmpl-3f9a…".
+std::string random_id(const std::string& prefix);
+int64_t unix_time();
+
+}  // namespace fathom::server

@@ -1,0 +1,60 @@
+// Starts the real `fathom serve` on a free loopback port with a tiny random
+// Qwen3 model (real vocabulary, tokenizer and chat template) and stops it.
+import { spawn, execFileSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+const here = path.dirname(new URL(import.meta.url).pathname);
+export const binary = process.env.FATHOM_BINARY ?? path.resolve(here, "../../build/fathom");
+
+let modelDir;
+export function tinyModel() {
+  if (modelDir) return modelDir;
+  modelDir = fs.mkdtempSync(path.join(os.tmpdir(), "fathom-e2e-qwen3-"));
+  execFileSync(process.execPath, [path.join(here, "make_tiny_model.mjs"), modelDir], { stdio: "inherit" });
+  process.on("exit", () => fs.rmSync(modelDir, { recursive: true, force: true }));
+  return modelDir;
+}
+
+// Resolves to {url, port, stop(), output()} once the server prints its URL.
+export function startServer(extraArgs = [], env = {}) {
+  const args = ["serve", "--model", tinyModel(), "--port", "0", "--threads", "1", ...extraArgs];
+  const child = spawn(binary, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("server did not start:\n" + output)), 30000);
+    const onData = (data) => {
+      output += data;
+      const m = output.match(/listening on (http:\/\/127\.0\.0\.1:(\d+))/);
+      if (m) {
+        clearTimeout(timer);
+        resolve({
+          url: m[1],
+          port: Number(m[2]),
+          output: () => output,
+          stop: () =>
+            new Promise((done) => {
+              if (child.exitCode !== null) return done(child.exitCode);
+              child.once("exit", (code, signal) => done(code ?? signal));
+              child.kill("SIGTERM");
+              setTimeout(() => child.kill("SIGKILL"), 5000).unref();
+            }),
+          alive: () => child.exitCode === null && child.signalCode === null,
+        });
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${output}`));
+    });
+  });
+}
+
+export async function metric(url, name) {
+  const text = await (await fetch(url + "/metrics")).text();
+  const line = text.split("\n").find((l) => l.startsWith(name + " "));
+  return line === undefined ? undefined : Number(line.split(" ")[1]);
+}

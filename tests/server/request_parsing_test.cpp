@@ -1,0 +1,80 @@
+#include "server/request_parsing.h"
+
+#include <gtest/gtest.h>
+
+namespace fathom::server {
+
+namespace {
+std::string param_of(const std::string& body) {
+  try {
+    parse_chat_request(parse_body(body));
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    return e.param;
+  }
+  return "<accepted>";
+}
+}  // namespace
+
+TEST(RequestParsing, ChatFieldsAndArrayOfPartsContent) {
+  const auto r = parse_chat_request(parse_body(R"({
+    "model": "x", "unknown_field": {"a": 1},
+    "messages": [{"role": "developer", "content": "be brief"},
+                 {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}],
+    "max_completion_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 42,
+    "stop": "END", "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1,
+    "logit_bias": {"15": -100}, "logprobs": true, "top_logprobs": 3, "stream": true,
+    "stream_options": {"include_usage": true}, "chat_template_kwargs": {"enable_thinking": false},
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}], "tool_choice": "auto"})"));
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages[1]["content"], "Hi there");
+  EXPECT_EQ(*r.gen.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.gen.sampling.temperature, 0.5f);
+  EXPECT_EQ(r.gen.sampling.top_k, 40);
+  EXPECT_EQ(r.gen.sampling.seed, 42u);
+  EXPECT_EQ(r.gen.stop, std::vector<std::string>{"END"});
+  ASSERT_EQ(r.gen.logit_bias.size(), 1u);
+  EXPECT_EQ(r.gen.logit_bias[0].first, 15);
+  EXPECT_EQ(r.gen.top_logprobs, 3);
+  EXPECT_TRUE(r.gen.stream && r.gen.include_usage && r.tools_enabled);
+  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
+}
+
+TEST(RequestParsing, WrongTypesAndRangesNameTheField) {
+  EXPECT_EQ(param_of(R"({"messages": "hi"})"), "messages");
+  EXPECT_EQ(param_of(R"({})"), "messages");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})"), "temperature");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})"), "temperature");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": -1})"), "max_tokens");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "top_p": 1.5})"), "top_p");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "n": 2})"), "n");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"a": 1}})"), "logit_bias");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "wizard", "content": "x"}]})"), "messages[0].role");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})"), "stop");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})"), "tools");
+}
+
+TEST(RequestParsing, MalformedJsonAndInvalidUtf8AreApiErrors) {
+  EXPECT_THROW(parse_body("{\"messages\": ["), ApiError);
+  EXPECT_THROW(parse_body("[1, 2]"), ApiError);
+  EXPECT_THROW(parse_body("{\"a\": \"\xff\xfe\"}"), ApiError);
+}
+
+TEST(RequestParsing, AnthropicMessages) {
+  const auto r = parse_messages_request(parse_body(R"({
+    "model": "x", "max_tokens": 5, "system": "sys", "stop_sequences": ["\n\n"],
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "weather?"}]},
+                 {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "w", "input": {"c": 1}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]}],
+    "tools": [{"name": "w", "description": "d", "input_schema": {"type": "object"}}]})"));
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages[2]["tool_calls"][0]["function"]["name"], "w");
+  EXPECT_EQ(r.messages[3]["role"], "tool");
+  EXPECT_EQ(r.messages[3]["content"], "sunny");
+  EXPECT_EQ(r.tools[0]["function"]["parameters"]["type"], "object");
+  EXPECT_EQ(*r.gen.max_tokens, 5);
+  EXPECT_THROW(parse_messages_request(parse_body(R"({"messages": [{"role": "user", "content": "x"}]})")), ApiError);
+}
+
+}  // namespace fathom::server
