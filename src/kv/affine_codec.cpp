@@ -32,16 +32,8 @@ void affine_quantize_row(const float* x, const AffineLayout& layout, uint32_t* c
 
 void affine_dequantize_row(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases,
                            const AffineLayout& layout, float* out) {
-  static const cpu::UnpackCodes unpack = cpu::best_unpack_codes();
-  int32_t q[kMaxRow];
-  unpack(codes, layout.bits, layout.dim, q);
-  for (int64_t g = 0; g < layout.groups(); ++g) {
-    const float s = bf16_to_f32(scales[g]), b = bf16_to_f32(biases[g]);
-    const int32_t* qg = q + g * layout.group_size;
-    float* o = out + g * layout.group_size;
-#pragma omp simd
-    for (int64_t i = 0; i < layout.group_size; ++i) o[i] = s * float(qg[i]) + b;
-  }
+  static const cpu::DequantAffineRow dequant = cpu::best_dequant_affine_row();
+  dequant(codes, scales, biases, layout.bits, layout.group_size, layout.dim, out);
 }
 
 }  // namespace fathom

@@ -103,13 +103,11 @@ void turbo_quantize_row(const float* rotated, int64_t dim, const LloydMaxCodeboo
 }
 
 void turbo_dequantize_row(const uint32_t* codes, float norm, int64_t dim, const LloydMaxCodebook& book, float* out) {
-  static const cpu::UnpackCodes unpack = cpu::best_unpack_codes();
-  int32_t q[kMaxRow];
-  unpack(codes, book.bits, dim, q);
+  static const cpu::DequantTableRow dequant = cpu::best_dequant_table_row();
   float table[16];
   const float scale = norm / std::sqrt(float(dim));
   for (size_t c = 0; c < book.centroids.size(); ++c) table[c] = scale * book.centroids[c];
-  for (int64_t i = 0; i < dim; ++i) out[i] = table[q[i]];
+  dequant(codes, book.bits, table, dim, out);
 }
 
 }  // namespace fathom

@@ -51,6 +51,20 @@ TEST(Attention, BackendMatchesReference) {
     }
 }
 
+TEST(Softmax, FastRowMatchesReference) {
+  auto rng = fresh_rng();
+  const cpu::Isa best = cpu::detect_isa();
+  for (int64_t n : {1, 15, 16, 17, 100, 700})
+    for (int trial = 0; trial < 5; ++trial) {
+      const int64_t first = int64_t(rng() % uint64_t(n)), last = first + int64_t(rng() % uint64_t(n - first));
+      Tensor x = random_tensor({n}, DType::f32, rng, 8.0f);
+      std::vector<float> fast(x.data<float>(), x.data<float>() + n), ref = fast;
+      cpu::kernels_for(best).softmax_row(fast.data(), n, first, last);
+      cpu::softmax_row_reference(ref.data(), n, first, last);
+      for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(fast[j], ref[j], 1e-6f * std::max(1.0f, ref[j] * 4)) << j;
+    }
+}
+
 TEST(Attention, SingleVisibleKeyReturnsItsValue) {
   // Position 0 sees only key 0, so the output is exactly v[0] of its group.
   auto rng = fresh_rng();

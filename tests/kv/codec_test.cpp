@@ -52,6 +52,29 @@ TEST(AffineCodec, FastUnpackMatchesReference) {
     }
 }
 
+TEST(AffineCodec, FastDequantizationMatchesReference) {
+  auto rng = fresh_rng();
+  for (int bits : {2, 3, 4, 6, 8})
+    for (int group : {32, 64, 128}) {
+      const int64_t dim = 128;
+      std::vector<uint32_t> codes(static_cast<size_t>(dim * bits / 32));
+      for (auto& w : codes) w = uint32_t(rng());
+      Tensor scales = random_tensor({dim / group}, DType::bf16, rng), biases = random_tensor({dim / group}, DType::bf16, rng);
+      std::vector<float> fast(dim), ref(dim);
+      cpu::best_dequant_affine_row()(codes.data(), scales.data<bf16_t>(), biases.data<bf16_t>(), bits, group, dim,
+                                     fast.data());
+      cpu::dequant_affine_row_reference(codes.data(), scales.data<bf16_t>(), biases.data<bf16_t>(), bits, group, dim,
+                                        ref.data());
+      EXPECT_EQ(fast, ref) << bits << " bits, group " << group;
+      if (bits > 4) continue;
+      float table[16];
+      for (int c = 0; c < (1 << bits); ++c) table[c] = float(c) * 0.5f - 3.0f;
+      cpu::best_dequant_table_row()(codes.data(), bits, table, dim, fast.data());
+      cpu::dequant_table_row_reference(codes.data(), bits, table, dim, ref.data());
+      EXPECT_EQ(fast, ref) << "table, " << bits << " bits";
+    }
+}
+
 TEST(AffineCodec, RoundTripErrorIsWithinHalfAStep) {
   auto rng = fresh_rng();
   for (int bits : {2, 3, 4, 6, 8})

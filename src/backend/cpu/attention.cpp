@@ -77,18 +77,7 @@ void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const
 
   for (int64_t qi = 0; qi < nq; ++qi) {
     const KeyRange r = visible_keys(p, t0 + qi / group);
-    float* sr = scores + qi * span;
-    const int64_t first = r.lo - lo_all, last = r.hi - lo_all;
-    float max_score = -INFINITY;
-    for (int64_t j = first; j <= last; ++j) max_score = std::max(max_score, sr[j]);
-    float sum = 0.0f;
-    for (int64_t j = 0; j < span; ++j) {
-      const float e = j < first || j > last ? 0.0f : std::exp(sr[j] - max_score);
-      sr[j] = e;
-      sum += e;
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = first; j <= last; ++j) sr[j] *= inv;
+    kern.softmax_row(scores + qi * span, span, r.lo - lo_all, r.hi - lo_all);
   }
   if (!kv.reader) {
     kern.gemm_nn(scores, span, v, kv.dtype, d, nq, span, d, result, d);

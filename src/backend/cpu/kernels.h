@@ -54,11 +54,34 @@ void unpack_codes_avx512(const uint32_t* words, int bits, int64_t n, int32_t* ou
 // The best unpacker this processor runs (for the KV codecs).
 UnpackCodes best_unpack_codes();
 
+// One affine-quantized row widened: out[i] = scale[g]·q_i + bias[g], g = i / group.
+using DequantAffineRow = void (*)(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
+                                  int group, int64_t dim, float* out);
+void dequant_affine_row_reference(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
+                                  int group, int64_t dim, float* out);
+void dequant_affine_row_avx512(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
+                               int group, int64_t dim, float* out);
+DequantAffineRow best_dequant_affine_row();
+
+// One codebook-quantized row widened: out[i] = table[q_i] (table of 2^bits ≤ 16 floats).
+using DequantTableRow = void (*)(const uint32_t* codes, int bits, const float* table, int64_t dim, float* out);
+void dequant_table_row_reference(const uint32_t* codes, int bits, const float* table, int64_t dim, float* out);
+void dequant_table_row_avx512(const uint32_t* codes, int bits, const float* table, int64_t dim, float* out);
+DequantTableRow best_dequant_table_row();
+
+// In place over x[0, n): x ← exp(x − max) / Σ, treating x[i] for i outside
+// [first, last] as masked (probability 0). The exp is a polynomial accurate to
+// a few ulp in the fast version; the reference uses std::exp.
+using SoftmaxRow = void (*)(float* x, int64_t n, int64_t first, int64_t last);
+void softmax_row_reference(float* x, int64_t n, int64_t first, int64_t last);
+void softmax_row_avx512(float* x, int64_t n, int64_t first, int64_t last);
+
 // The kernels of one instruction set.
 struct Kernels {
   MatmulSlice matmul;
   GemmNn gemm_nn;
   ToBf16 to_bf16;
+  SoftmaxRow softmax_row;
   bool bf16_dot;  // matmul multiplies MatmulArgs::xb directly (else x must hold bf16-rounded values)
 };
 Kernels kernels_for(Isa isa);

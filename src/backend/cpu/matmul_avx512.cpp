@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "backend/cpu/kernels.h"
 
@@ -80,41 +81,123 @@ void matmul_slice_avx512(const MatmulArgs& a, int64_t n0, int64_t n1) {
     blocked_matmul<DotF32<float>>(a, a.x, static_cast<const float*>(a.w), n0, n1);
 }
 
-void unpack_codes_avx512(const uint32_t* words, int bits, int64_t n, int32_t* out) {
+namespace {
+
+// Codes [i, i + 16) of a little-endian stream of `bits`-wide codes, as 16 lanes.
+// For 3 and 6 bits the gather reads up to 3 bytes past code i + 15, so callers
+// keep the last 16 codes of a stream for the plain path.
+inline __m512i codes16(const uint32_t* words, int bits, int64_t i) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
-  int64_t i = 0;
   if ((bits & (bits - 1)) == 0) {
-    // 2, 4, 8 bits: every code sits inside one word. Load exactly the words
-    // 16 codes span, spread them to lanes, shift each lane into place.
     const int per_word = 32 / bits;
     const __m512i word_of_lane = _mm512_srli_epi32(lane, __builtin_ctz(per_word));
-    const __m512i shift = _mm512_mullo_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(per_word - 1)),
-                                             _mm512_set1_epi32(bits));
-    const __mmask16 load = __mmask16((1u << (16 / per_word)) - 1);
-    for (; i + 16 <= n; i += 16) {
-      const __m512i w = _mm512_maskz_loadu_epi32(load, words + i / per_word);
-      const __m512i spread = _mm512_permutexvar_epi32(word_of_lane, w);
-      _mm512_storeu_si512(out + i, _mm512_and_si512(_mm512_srlv_epi32(spread, shift), mask));
-    }
-  } else {
-    // 3 and 6 bits: a code may straddle two bytes; gather 32 bits from its
-    // first byte. The last 16 codes of the stream go the plain way so no
-    // gather reads past the end.
-    const __m512i bit = _mm512_mullo_epi32(lane, _mm512_set1_epi32(bits));
-    const auto* bytes = reinterpret_cast<const char*>(words);
-    for (; i + 32 <= n; i += 16) {
-      const __m512i at = _mm512_add_epi32(bit, _mm512_set1_epi32(int(i * bits)));
-      const __m512i got = _mm512_i32gather_epi32(_mm512_srli_epi32(at, 3), bytes, 1);
-      const __m512i shifted = _mm512_srlv_epi32(got, _mm512_and_si512(at, _mm512_set1_epi32(7)));
-      _mm512_storeu_si512(out + i, _mm512_and_si512(shifted, mask));
-    }
+    const __m512i shift =
+        _mm512_mullo_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(per_word - 1)), _mm512_set1_epi32(bits));
+    const __m512i w = _mm512_maskz_loadu_epi32(__mmask16((1u << (16 / per_word)) - 1), words + i / per_word);
+    return _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(word_of_lane, w), shift), mask);
   }
-  for (; i < n; ++i) {
-    const int64_t b = i * bits, w = b >> 5, shift = b & 31;
-    uint64_t both = words[w];
-    if (shift + bits > 32) both |= uint64_t(words[w + 1]) << 32;
-    out[i] = int32_t((both >> shift) & ((1u << bits) - 1));
+  const __m512i at = _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32(bits)),
+                                      _mm512_set1_epi32(int(i * bits)));
+  const __m512i got = _mm512_i32gather_epi32(_mm512_srli_epi32(at, 3), reinterpret_cast<const char*>(words), 1);
+  return _mm512_and_si512(_mm512_srlv_epi32(got, _mm512_and_si512(at, _mm512_set1_epi32(7))), mask);
+}
+
+// How many leading codes of an n-code stream codes16 may take.
+inline int64_t simd_codes(int bits, int64_t n) {
+  const int64_t usable = (bits & (bits - 1)) == 0 ? n : n - 16;
+  return usable > 0 ? usable / 16 * 16 : 0;
+}
+
+inline int32_t code_at(const uint32_t* words, int bits, int64_t i) {
+  const int64_t bit = i * bits, w = bit >> 5, shift = bit & 31;
+  uint64_t both = words[w];
+  if (shift + bits > 32) both |= uint64_t(words[w + 1]) << 32;
+  return int32_t((both >> shift) & ((1u << bits) - 1));
+}
+
+}  // namespace
+
+void unpack_codes_avx512(const uint32_t* words, int bits, int64_t n, int32_t* out) {
+  const int64_t simd = simd_codes(bits, n);
+  for (int64_t i = 0; i < simd; i += 16) _mm512_storeu_si512(out + i, codes16(words, bits, i));
+  for (int64_t i = simd; i < n; ++i) out[i] = code_at(words, bits, i);
+}
+
+void dequant_affine_row_avx512(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
+                               int group, int64_t dim, float* out) {
+  const int64_t simd = group % 16 == 0 ? simd_codes(bits, dim) : 0;
+  for (int64_t i = 0; i < simd; i += 16) {
+    const __m512 s = _mm512_set1_ps(bf16_to_f32(scales[i / group]));
+    const __m512 b = _mm512_set1_ps(bf16_to_f32(biases[i / group]));
+    _mm512_storeu_ps(out + i, _mm512_fmadd_ps(_mm512_cvtepi32_ps(codes16(codes, bits, i)), s, b));
+  }
+  for (int64_t i = simd; i < dim; ++i)
+    out[i] = std::fma(float(code_at(codes, bits, i)), bf16_to_f32(scales[i / group]), bf16_to_f32(biases[i / group]));
+}
+
+void dequant_table_row_avx512(const uint32_t* codes, int bits, const float* table, int64_t dim, float* out) {
+  alignas(64) float padded[16] = {};
+  for (int c = 0; c < (1 << bits); ++c) padded[c] = table[c];
+  const __m512 lookup = _mm512_load_ps(padded);
+  const int64_t simd = simd_codes(bits, dim);
+  for (int64_t i = 0; i < simd; i += 16)
+    _mm512_storeu_ps(out + i, _mm512_permutexvar_ps(codes16(codes, bits, i), lookup));
+  for (int64_t i = simd; i < dim; ++i) out[i] = table[code_at(codes, bits, i)];
+}
+
+namespace {
+
+// exp(x) for x ≤ 0 (softmax after subtracting the max): x = n·ln2 + r with
+// |r| ≤ ln2/2, e^r by a degree-6 Taylor polynomial (error < 2e-7 relative),
+// 2^n through the exponent bits; inputs below −87 give 0.
+inline __m512 exp_nonpositive(__m512 x) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f), ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
+  r = _mm512_fnmadd_ps(n, ln2_lo, r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+}  // namespace
+
+void softmax_row_avx512(float* x, int64_t n, int64_t first, int64_t last) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  int64_t j = first;
+  for (; j + 16 <= last + 1; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + j));
+  float max_score = _mm512_reduce_max_ps(vmax);
+  for (; j <= last; ++j) max_score = std::max(max_score, x[j]);
+  std::fill(x, x + first, 0.0f);
+  std::fill(x + last + 1, x + n, 0.0f);
+  const __m512 m = _mm512_set1_ps(max_score);
+  __m512 vsum = _mm512_setzero_ps();
+  j = first;
+  for (; j + 16 <= last + 1; j += 16) {
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + j), m));
+    _mm512_storeu_ps(x + j, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  if (j <= last) {
+    const __mmask16 tail = __mmask16((1u << (last + 1 - j)) - 1);
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + j), m));
+    _mm512_mask_storeu_ps(x + j, tail, e);
+    vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(tail, e));
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
+  j = first;
+  for (; j + 16 <= last + 1; j += 16) _mm512_storeu_ps(x + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), inv));
+  if (j <= last) {
+    const __mmask16 tail = __mmask16((1u << (last + 1 - j)) - 1);
+    _mm512_mask_storeu_ps(x + j, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + j), inv));
   }
 }
 

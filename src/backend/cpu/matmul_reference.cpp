@@ -1,3 +1,7 @@
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "backend/cpu/kernels.h"
 
 namespace fathom::cpu {
@@ -41,6 +45,32 @@ void unpack_codes_reference(const uint32_t* words, int bits, int64_t n, int32_t*
     if (shift + bits > 32) both |= uint64_t(words[w + 1]) << 32;
     out[i] = int32_t((both >> shift) & mask);
   }
+}
+
+void dequant_affine_row_reference(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
+                                  int group, int64_t dim, float* out) {
+  std::vector<int32_t> q(static_cast<size_t>(dim));
+  unpack_codes_reference(codes, bits, dim, q.data());
+  for (int64_t i = 0; i < dim; ++i)
+    out[i] = std::fma(float(q[i]), bf16_to_f32(scales[i / group]), bf16_to_f32(biases[i / group]));
+}
+
+void dequant_table_row_reference(const uint32_t* codes, int bits, const float* table, int64_t dim, float* out) {
+  std::vector<int32_t> q(static_cast<size_t>(dim));
+  unpack_codes_reference(codes, bits, dim, q.data());
+  for (int64_t i = 0; i < dim; ++i) out[i] = table[q[i]];
+}
+
+void softmax_row_reference(float* x, int64_t n, int64_t first, int64_t last) {
+  float max_score = -INFINITY;
+  for (int64_t j = first; j <= last; ++j) max_score = std::max(max_score, x[j]);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    x[j] = j < first || j > last ? 0.0f : std::exp(x[j] - max_score);
+    sum += x[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = first; j <= last; ++j) x[j] *= inv;
 }
 
 void to_bf16_reference(const float* src, int64_t n, bf16_t* dst) {

@@ -24,15 +24,27 @@ const char* isa_name(Isa isa) {
 
 Kernels kernels_for(Isa isa) {
   switch (isa) {
-    case Isa::avx512: return {matmul_slice_avx512, gemm_nn_avx512, to_bf16_avx512, true};
-    case Isa::avx2: return {matmul_slice_avx2, gemm_nn_avx2, to_bf16_reference, false};
+    case Isa::avx512: return {matmul_slice_avx512, gemm_nn_avx512, to_bf16_avx512, softmax_row_avx512, true};
+    case Isa::avx2: return {matmul_slice_avx2, gemm_nn_avx2, to_bf16_reference, softmax_row_reference, false};
     case Isa::portable: break;
   }
-  return {matmul_slice_reference, gemm_nn_reference, to_bf16_reference, false};
+  return {matmul_slice_reference, gemm_nn_reference, to_bf16_reference, softmax_row_reference, false};
 }
 
 UnpackCodes best_unpack_codes() {
   static const UnpackCodes best = detect_isa() == Isa::avx512 ? unpack_codes_avx512 : unpack_codes_reference;
+  return best;
+}
+
+DequantAffineRow best_dequant_affine_row() {
+  static const DequantAffineRow best =
+      detect_isa() == Isa::avx512 ? dequant_affine_row_avx512 : dequant_affine_row_reference;
+  return best;
+}
+
+DequantTableRow best_dequant_table_row() {
+  static const DequantTableRow best =
+      detect_isa() == Isa::avx512 ? dequant_table_row_avx512 : dequant_table_row_reference;
   return best;
 }
 

@@ -1,0 +1,95 @@
+#!/usr/bin/env node
+// The server's overhead: time to first token and decode tok/s of a streamed chat
+// completion over HTTP, against `fathom bench` on the same model, prompt length and
+// number of generated tokens, alternating the two, ROUNDS times (medians).
+// Usage: node bench/server_overhead.mjs MODEL_DIR [rounds]   (run from the repo root)
+import { spawn, execFileSync } from "node:child_process";
+
+const model = process.argv[2];
+const rounds = Number(process.argv[3] ?? 3);
+const binary = process.env.FATHOM_BINARY ?? "build/fathom";
+const genTokens = 128;
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+function startServer() {
+  const child = spawn(binary, ["serve", "--model", model, "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  return new Promise((resolve, reject) => {
+    const onData = (d) => {
+      out += d;
+      const m = out.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) resolve({ url: m[1], stop: () => child.kill("SIGTERM") });
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("exit", () => reject(new Error("server exited:\n" + out)));
+  });
+}
+
+async function streamOnce(url) {
+  const body = {
+    model: "m",
+    messages: [{ role: "user", content: "word ".repeat(500) }],
+    max_tokens: genTokens,
+    temperature: 0,
+    stream: true,
+    stream_options: { include_usage: true },
+  };
+  const t0 = performance.now();
+  const res = await fetch(url + "/v1/chat/completions", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "", first = null, last = null, usage = null;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let nl;
+    while ((nl = buffer.indexOf("\n\n")) >= 0) {
+      const event = buffer.slice(0, nl);
+      buffer = buffer.slice(nl + 2);
+      if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
+      const chunk = JSON.parse(event.slice(6));
+      if (chunk.usage) usage = chunk.usage;
+      if (chunk.choices?.[0]?.delta?.content !== undefined) {
+        const now = performance.now();
+        if (first === null) first = now;
+        last = now;
+      }
+    }
+  }
+  const n = usage.completion_tokens;
+  return { ttft_ms: first - t0, decode_tok_s: (n - 1) / ((last - first) / 1000), prompt: usage.prompt_tokens, n };
+}
+
+const server = await startServer();
+const http = [], engine = [];
+try {
+  await streamOnce(server.url);  // warm-up: page the weights in
+  for (let r = 0; r < rounds; ++r) {
+    http.push(await streamOnce(server.url));
+    const prompt = http.at(-1).prompt;
+    const out = execFileSync(binary, ["bench", "--model", model, "--prompt-tokens", String(prompt), "--gen-tokens",
+                                      String(genTokens)]).toString();
+    const b = JSON.parse(out);
+    engine.push({ prefill_ms: (1000 * prompt) / b.prefill_tok_s, decode_tok_s: b.decode_tok_s });
+  }
+} finally {
+  server.stop();
+}
+const result = {
+  prompt_tokens: http[0].prompt,
+  completion_tokens: http[0].n,
+  rounds,
+  http_ttft_ms: median(http.map((x) => x.ttft_ms)),
+  engine_prefill_ms: median(engine.map((x) => x.prefill_ms)),
+  http_decode_tok_s: median(http.map((x) => x.decode_tok_s)),
+  engine_decode_tok_s: median(engine.map((x) => x.decode_tok_s)),
+};
+result.decode_overhead_pct = 100 * (1 - result.http_decode_tok_s / result.engine_decode_tok_s);
+result.ttft_minus_prefill_ms = result.http_ttft_ms - result.engine_prefill_ms;
+console.log(JSON.stringify(result, null, 2));
