@@ -31,7 +31,8 @@ async function streamOnce(url) {
     model: "m",
     messages: [{ role: "user", content: "word ".repeat(500) }],
     max_tokens: genTokens,
-    temperature: 0,
+    temperature: 1,  // a random model's greedy output is one repeated newline, held back as possible reasoning
+    seed: 1,
     stream: true,
     stream_options: { include_usage: true },
   };
@@ -55,7 +56,8 @@ async function streamOnce(url) {
       if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
       const chunk = JSON.parse(event.slice(6));
       if (chunk.usage) usage = chunk.usage;
-      if (chunk.choices?.[0]?.delta?.content !== undefined) {
+      // The first chunk only announces the role; time the first real text.
+      if (chunk.choices?.[0]?.delta?.content) {
         const now = performance.now();
         if (first === null) first = now;
         last = now;

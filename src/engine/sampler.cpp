@@ -40,16 +40,19 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   if (params_.temperature == 0.0f) return argmax(work_);
 
   for (auto& l : work_) l /= params_.temperature;
-  // Candidates sorted by logit, best first.
+  // Candidates best first. Only top-k and top-p need an order; min-p alone and
+  // plain temperature sampling draw from the whole vocabulary unsorted.
   order_.resize(size_t(vocab));
   std::iota(order_.begin(), order_.end(), 0);
   int64_t keep = vocab;
+  auto by_logit = [&](int32_t a, int32_t b) { return work_[a] > work_[b]; };
   if (params_.top_k > 0 && params_.top_k < vocab) {
     keep = params_.top_k;
-    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(),
-                      [&](int32_t a, int32_t b) { return work_[a] > work_[b]; });
+    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), by_logit);
+  } else if (params_.top_p < 1.0f) {
+    std::sort(order_.begin(), order_.end(), by_logit);
   } else {
-    std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) { return work_[a] > work_[b]; });
+    std::swap(order_[0], order_[size_t(argmax(work_))]);  // the best first, for min-p
   }
   // Softmax over the kept candidates.
   const float max_logit = work_[order_[0]];
@@ -70,21 +73,24 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     keep = cut;
   }
   if (params_.min_p > 0.0f) {
+    // Drop candidates below min_p × the top probability (order_[0] is the top).
     const double threshold = params_.min_p * probs[0];
-    int64_t cut = 1;
-    while (cut < keep && probs[cut] >= threshold) ++cut;
-    keep = cut;
+    for (int64_t i = 1; i < keep; ++i)
+      if (probs[i] < threshold) probs[i] = 0.0;
   }
   double kept_total = 0.0;
   for (int64_t i = 0; i < keep; ++i) kept_total += probs[i];
   std::uniform_real_distribution<double> uniform(0.0, kept_total);
   const double r = uniform(rng_);
   double acc = 0.0;
+  int64_t last_kept = 0;
   for (int64_t i = 0; i < keep; ++i) {
+    if (probs[i] == 0.0) continue;
     acc += probs[i];
+    last_kept = i;
     if (r < acc) return order_[i];
   }
-  return order_[keep - 1];
+  return order_[last_kept];  // r rounded up to the total
 }
 
 }  // namespace fathom
