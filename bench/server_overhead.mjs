@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The server's overhead: time to first token and decode tok/s of a streamed chat
+// The server's overhead: time to first token and decode tok/s of a streamed
 // completion over HTTP, against `fathom bench` on the same model, prompt length and
 // number of generated tokens, alternating the two, ROUNDS times (medians).
 // Usage: node bench/server_overhead.mjs MODEL_DIR [rounds]   (run from the repo root)
@@ -27,17 +27,18 @@ function startServer() {
 }
 
 async function streamOnce(url) {
+  // /v1/completions: no chat template, so nothing is held back as possible reasoning
+  // (a random model answers a chat prompt with newlines, which a thinking template holds).
   const body = {
     model: "m",
-    messages: [{ role: "user", content: "word ".repeat(500) }],
+    prompt: "word ".repeat(511).trim(),
     max_tokens: genTokens,
-    temperature: 1,  // a random model's greedy output is one repeated newline, held back as possible reasoning
-    seed: 1,
+    temperature: 0,
     stream: true,
     stream_options: { include_usage: true },
   };
   const t0 = performance.now();
-  const res = await fetch(url + "/v1/chat/completions", {
+  const res = await fetch(url + "/v1/completions", {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body),
@@ -57,7 +58,7 @@ async function streamOnce(url) {
       const chunk = JSON.parse(event.slice(6));
       if (chunk.usage) usage = chunk.usage;
       // The first chunk only announces the role; time the first real text.
-      if (chunk.choices?.[0]?.delta?.content) {
+      if (chunk.choices?.[0]?.text) {
         const now = performance.now();
         if (first === null) first = now;
         last = now;

@@ -41,6 +41,8 @@ export function startServer(extraArgs = [], env = {}) {
               setTimeout(() => child.kill("SIGKILL"), 5000).unref();
             }),
           alive: () => child.exitCode === null && child.signalCode === null,
+          // Resident memory of the server process, in bytes (Linux).
+          rss: () => Number(fs.readFileSync(`/proc/${child.pid}/status`, "utf8").match(/VmRSS:\s+(\d+)/)[1]) * 1024,
         });
       }
     };

@@ -52,6 +52,9 @@ async function oneRequest(i) {
 }
 
 test(`${CLIENTS} concurrent streaming clients, ${REQUESTS} requests, some disconnecting`, { timeout: 300000 }, async () => {
+  // The idle level: after one request has paged in the model and warmed the allocator.
+  await openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "warm up" }], max_tokens: 2 });
+  const idleRss = server.rss();
   let next = 0, aborted = 0, done = 0;
   const texts = new Map();  // greedy output depends only on the prompt: the same prompt must give the same text
   const failures = [];
@@ -84,6 +87,11 @@ test(`${CLIENTS} concurrent streaming clients, ${REQUESTS} requests, some discon
   assert.equal(await metric(server.url, "fathom_kv_cache_bytes_in_use"), 0);
   const r = await openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "still there?" }], max_tokens: 2 });
   assert.equal(r.choices.length, 1);
+  // Memory returns to (about) its idle level: no per-request state is kept. The
+  // margin covers allocator arenas of the HTTP threads, not per-request growth.
+  const afterRss = server.rss();
+  console.log(`server RSS idle ${(idleRss / 2 ** 20).toFixed(1)} MiB, after load ${(afterRss / 2 ** 20).toFixed(1)} MiB`);
+  assert.ok(afterRss <= idleRss + 48 * 2 ** 20, `RSS grew from ${idleRss} to ${afterRss}`);
 });
 
 test("a client that disconnects cancels its request at once", { timeout: 60000 }, async () => {
