@@ -5,13 +5,11 @@
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
-#include "core/error.h"
 
 namespace fathom {
 
 void affine_quantize_row(const float* x, const AffineLayout& layout, uint32_t* codes, bf16_t* scales,
                          bf16_t* biases) {
-  check(layout.dim <= kMaxRow, "affine codec: head_dim ", layout.dim, " exceeds ", kMaxRow);
   const uint32_t levels = (1u << layout.bits) - 1;
   std::memset(codes, 0, size_t(layout.words()) * 4);
   for (int64_t g = 0; g < layout.groups(); ++g) {

@@ -9,9 +9,6 @@
 
 namespace fathom {
 
-// Longest row (head_dim) the codecs handle.
-constexpr int64_t kMaxRow = 1024;
-
 struct AffineLayout {
   int bits = 4;
   int group_size = 64;
@@ -25,15 +22,8 @@ void affine_quantize_row(const float* x, const AffineLayout& layout, uint32_t* c
 void affine_dequantize_row(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases,
                            const AffineLayout& layout, float* out);
 
-// Packing helpers shared by the codecs: the code of element i in a
-// little-endian bit stream of `bits`-wide values.
-inline uint32_t unpack_code(const uint32_t* words, int bits, int64_t i) {
-  const int64_t bit = i * bits;
-  const int64_t w = bit >> 5, shift = bit & 31;
-  uint64_t both = words[w];
-  if (shift + bits > 32) both |= uint64_t(words[w + 1]) << 32;
-  return uint32_t(both >> shift) & ((1u << bits) - 1);
-}
+// Packing shared by the codecs: element i's code goes to bits [i·bits, (i+1)·bits)
+// of a little-endian stream of 32-bit words (cpu::unpack_codes_reference reads it back).
 inline void pack_code(uint32_t* words, int bits, int64_t i, uint32_t code) {
   const int64_t bit = i * bits;
   const int64_t w = bit >> 5, shift = bit & 31;

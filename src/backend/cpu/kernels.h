@@ -48,11 +48,7 @@ void to_bf16_reference(const float* src, int64_t n, bf16_t* dst);
 void to_bf16_avx512(const float* src, int64_t n, bf16_t* dst);
 
 // out[i] = the i-th `bits`-wide code of a little-endian bit stream, i < n.
-using UnpackCodes = void (*)(const uint32_t* words, int bits, int64_t n, int32_t* out);
 void unpack_codes_reference(const uint32_t* words, int bits, int64_t n, int32_t* out);
-void unpack_codes_avx512(const uint32_t* words, int bits, int64_t n, int32_t* out);
-// The best unpacker this processor runs (for the KV codecs).
-UnpackCodes best_unpack_codes();
 
 // One affine-quantized row widened: out[i] = scale[g]·q_i + bias[g], g = i / group.
 using DequantAffineRow = void (*)(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,

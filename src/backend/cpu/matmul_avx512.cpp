@@ -118,12 +118,6 @@ inline int32_t code_at(const uint32_t* words, int bits, int64_t i) {
 
 }  // namespace
 
-void unpack_codes_avx512(const uint32_t* words, int bits, int64_t n, int32_t* out) {
-  const int64_t simd = simd_codes(bits, n);
-  for (int64_t i = 0; i < simd; i += 16) _mm512_storeu_si512(out + i, codes16(words, bits, i));
-  for (int64_t i = simd; i < n; ++i) out[i] = code_at(words, bits, i);
-}
-
 void dequant_affine_row_avx512(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
                                int group, int64_t dim, float* out) {
   const int64_t simd = group % 16 == 0 ? simd_codes(bits, dim) : 0;

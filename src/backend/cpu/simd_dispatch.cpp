@@ -31,11 +31,6 @@ Kernels kernels_for(Isa isa) {
   return {matmul_slice_reference, gemm_nn_reference, to_bf16_reference, softmax_row_reference, false};
 }
 
-UnpackCodes best_unpack_codes() {
-  static const UnpackCodes best = detect_isa() == Isa::avx512 ? unpack_codes_avx512 : unpack_codes_reference;
-  return best;
-}
-
 DequantAffineRow best_dequant_affine_row() {
   static const DequantAffineRow best =
       detect_isa() == Isa::avx512 ? dequant_affine_row_avx512 : dequant_affine_row_reference;
