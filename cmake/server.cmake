@@ -14,6 +14,7 @@ add_library(fathom_server STATIC
   src/server/generation_session.cpp
   src/server/sse.cpp
   src/server/http_errors.cpp
+  src/server/deferred_response.cpp
   src/server/openai_routes.cpp
   src/server/anthropic_routes.cpp
   src/server/http_server.cpp

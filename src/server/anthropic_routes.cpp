@@ -2,6 +2,7 @@
 
 #include "server/generation_session.h"
 #include "server/http_errors.h"
+#include "server/deferred_response.h"
 #include "server/sse.h"
 
 namespace fathom::server {
@@ -129,33 +130,33 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
                                                      prompt.starts_in_reasoning);
   if (request.gen.stream)
     return stream_session(res, session, std::make_shared<MessagesStream>(ctx, request, int64_t(prompt.ids.size())));
-  Delta all;
-  session->run_to_end(all);
-  if (!session->error().empty()) throw ApiError(500, session->error(), "", "api_error");
-  ojson content = ojson::array();
-  if (!all.reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", all.reasoning}, {"signature", ""}});
-  bool tool_use = false;
-  std::string text = all.content;
-  std::vector<ToolCall> calls;
-  if (request.tools_enabled && ctx.tool_format != ToolCallFormat::none) {
-    ParsedToolCalls parsed = parse_tool_calls(all.content, ctx.tool_format);
-    text = parsed.content;
-    calls = std::move(parsed.calls);
-  }
-  if (!text.empty() || calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
-  for (const auto& call : calls) {
-    content.push_back(tool_use_block(call));
-    tool_use = true;
-  }
-  ojson body = {{"id", random_id("msg_")},
-                {"type", "message"},
-                {"role", "assistant"},
-                {"model", ctx.options.served_model_name},
-                {"content", content},
-                {"stop_reason", stop_reason_of(*session, tool_use)},
-                {"stop_sequence", nullptr},
-                {"usage", {{"input_tokens", session->prompt_tokens()}, {"output_tokens", session->completion_tokens()}}}};
-  res.set_content(dump_json(body), "application/json");
+  respond_when_done(res, session, ApiStyle::anthropic, [&ctx, request, session](Delta& all) {
+    if (!session->error().empty()) throw ApiError(500, session->error(), "", "api_error");
+    ojson content = ojson::array();
+    if (!all.reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", all.reasoning}, {"signature", ""}});
+    bool tool_use = false;
+    std::string text = all.content;
+    std::vector<ToolCall> calls;
+    if (request.tools_enabled && ctx.tool_format != ToolCallFormat::none) {
+      ParsedToolCalls parsed = parse_tool_calls(all.content, ctx.tool_format);
+      text = parsed.content;
+      calls = std::move(parsed.calls);
+    }
+    if (!text.empty() || calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
+    for (const auto& call : calls) {
+      content.push_back(tool_use_block(call));
+      tool_use = true;
+    }
+    ojson body = {{"id", random_id("msg_")},
+                  {"type", "message"},
+                  {"role", "assistant"},
+                  {"model", ctx.options.served_model_name},
+                  {"content", content},
+                  {"stop_reason", stop_reason_of(*session, tool_use)},
+                  {"stop_sequence", nullptr},
+                  {"usage", {{"input_tokens", session->prompt_tokens()}, {"output_tokens", session->completion_tokens()}}}};
+    return dump_json(body);
+  });
 }
 
 }  // namespace

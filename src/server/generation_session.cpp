@@ -66,9 +66,4 @@ bool GenerationSession::step(Delta& out, std::chrono::milliseconds wait) {
   return false;
 }
 
-void GenerationSession::run_to_end(Delta& out) {
-  while (!step(out, std::chrono::milliseconds(1000))) {
-  }
-}
-
 }  // namespace fathom::server

@@ -34,8 +34,6 @@ class GenerationSession {
   // Waits up to `wait` for the next token; appends what it produced to `out`.
   // Returns true once generation is over (then finish_reason() is final).
   bool step(Delta& out, std::chrono::milliseconds wait);
-  // Runs to the end (non-streaming); everything produced goes to `out`.
-  void run_to_end(Delta& out);
   void cancel() { job_->cancelled = true; }
 
   // "stop" (eos or stop string), "length", "cancelled", "timeout" or "error".

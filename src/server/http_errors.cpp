@@ -20,6 +20,10 @@ std::string anthropic_type(const ApiError& e) {
 
 void write_error(httplib::Response& res, const ApiError& e, ApiStyle style) {
   res.status = e.status;
+  res.set_content(dump_json(error_body(e, style)), "application/json");
+}
+
+ojson error_body(const ApiError& e, ApiStyle style) {
   ojson body;
   if (style == ApiStyle::anthropic) {
     body = {{"type", "error"}, {"error", {{"type", anthropic_type(e)}, {"message", e.what()}}}};
@@ -30,7 +34,7 @@ void write_error(httplib::Response& res, const ApiError& e, ApiStyle style) {
               {"param", e.param.empty() ? ojson(nullptr) : ojson(e.param)},
               {"code", e.code.empty() ? ojson(nullptr) : ojson(e.code)}}}};
   }
-  res.set_content(dump_json(body), "application/json");
+  return body;
 }
 
 httplib::Server::Handler guarded(ServerContext& ctx, std::string route, ApiStyle style, RouteHandler handler) {

@@ -16,6 +16,7 @@ enum class ApiStyle { openai, anthropic };
 // OpenAI: {"error": {"message", "type", "param", "code"}};
 // Anthropic: {"type": "error", "error": {"type", "message"}}.
 void write_error(httplib::Response& res, const ApiError& error, ApiStyle style);
+ojson error_body(const ApiError& error, ApiStyle style);
 
 using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
 httplib::Server::Handler guarded(ServerContext& ctx, std::string route, ApiStyle style, RouteHandler handler);

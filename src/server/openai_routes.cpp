@@ -2,6 +2,7 @@
 
 #include "server/generation_session.h"
 #include "server/http_errors.h"
+#include "server/deferred_response.h"
 #include "server/sse.h"
 
 namespace fathom::server {
@@ -141,32 +142,32 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, ctx.has_thinking,
                                                      prompt.starts_in_reasoning);
   if (request.gen.stream) return stream_session(res, session, std::make_shared<ChatStream>(ctx, request));
+  respond_when_done(res, session, ApiStyle::openai, [&ctx, request, session](Delta& all) {
 
-  Delta all;
-  session->run_to_end(all);
-  if (!session->error().empty()) throw ApiError(500, session->error(), "", "server_error");
-  ojson message = {{"role", "assistant"}, {"content", all.content}};
-  if (!all.reasoning.empty()) message["reasoning_content"] = all.reasoning;
-  bool called = false;
-  if (request.tools_enabled && ctx.tool_format != ToolCallFormat::none) {
-    ParsedToolCalls parsed = parse_tool_calls(all.content, ctx.tool_format);
-    if (!parsed.calls.empty()) {
-      message["content"] = parsed.content.empty() ? ojson(nullptr) : ojson(parsed.content);
-      message["tool_calls"] = tool_calls_json(parsed.calls, false);
-      called = true;
+    if (!session->error().empty()) throw ApiError(500, session->error(), "", "server_error");
+    ojson message = {{"role", "assistant"}, {"content", all.content}};
+    if (!all.reasoning.empty()) message["reasoning_content"] = all.reasoning;
+    bool called = false;
+    if (request.tools_enabled && ctx.tool_format != ToolCallFormat::none) {
+      ParsedToolCalls parsed = parse_tool_calls(all.content, ctx.tool_format);
+      if (!parsed.calls.empty()) {
+        message["content"] = parsed.content.empty() ? ojson(nullptr) : ojson(parsed.content);
+        message["tool_calls"] = tool_calls_json(parsed.calls, false);
+        called = true;
+      }
     }
-  }
-  ojson body = {{"id", random_id("chatcmpl-")},
-                {"object", "chat.completion"},
-                {"created", unix_time()},
-                {"model", ctx.options.served_model_name},
-                {"choices", ojson::array({{{"index", 0},
-                                           {"message", message},
-                                           {"logprobs", request.gen.top_logprobs >= 0 ? chat_logprobs(ctx, all.tokens)
-                                                                                      : ojson(nullptr)},
-                                           {"finish_reason", finish_reason_of(*session, called)}}})},
-                {"usage", usage_of(*session)}};
-  res.set_content(dump_json(body), "application/json");
+    ojson body = {{"id", random_id("chatcmpl-")},
+                  {"object", "chat.completion"},
+                  {"created", unix_time()},
+                  {"model", ctx.options.served_model_name},
+                  {"choices", ojson::array({{{"index", 0},
+                                             {"message", message},
+                                             {"logprobs", request.gen.top_logprobs >= 0 ? chat_logprobs(ctx, all.tokens)
+                                                                                        : ojson(nullptr)},
+                                             {"finish_reason", finish_reason_of(*session, called)}}})},
+                  {"usage", usage_of(*session)}};
+    return dump_json(body);
+  });
 }
 
 class CompletionStream final : public SseFormatter {
@@ -219,21 +220,21 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   submit_job(ctx, job);
   auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, false, false);
   if (request.gen.stream) return stream_session(res, session, std::make_shared<CompletionStream>(ctx, request));
-  Delta all;
-  session->run_to_end(all);
-  if (!session->error().empty()) throw ApiError(500, session->error(), "", "server_error");
-  ojson body = {{"id", random_id("cmpl-")},
-                {"object", "text_completion"},
-                {"created", unix_time()},
-                {"model", ctx.options.served_model_name},
-                {"choices", ojson::array({{{"index", 0},
-                                           {"text", all.content},
-                                           {"logprobs", request.gen.top_logprobs >= 0
-                                                            ? completion_logprobs(ctx, all.tokens, 0)
-                                                            : ojson(nullptr)},
-                                           {"finish_reason", finish_reason_of(*session, false)}}})},
-                {"usage", usage_of(*session)}};
-  res.set_content(dump_json(body), "application/json");
+  respond_when_done(res, session, ApiStyle::openai, [&ctx, request, session](Delta& all) {
+    if (!session->error().empty()) throw ApiError(500, session->error(), "", "server_error");
+    ojson body = {{"id", random_id("cmpl-")},
+                  {"object", "text_completion"},
+                  {"created", unix_time()},
+                  {"model", ctx.options.served_model_name},
+                  {"choices", ojson::array({{{"index", 0},
+                                             {"text", all.content},
+                                             {"logprobs", request.gen.top_logprobs >= 0
+                                                              ? completion_logprobs(ctx, all.tokens, 0)
+                                                              : ojson(nullptr)},
+                                             {"finish_reason", finish_reason_of(*session, false)}}})},
+                  {"usage", usage_of(*session)}};
+    return dump_json(body);
+  });
 }
 
 }  // namespace

@@ -94,6 +94,34 @@ test(`${CLIENTS} concurrent streaming clients, ${REQUESTS} requests, some discon
   assert.ok(afterRss <= idleRss + 48 * 2 ** 20, `RSS grew from ${idleRss} to ${afterRss}`);
 });
 
+test("a non-streaming client that hangs up cancels its request too", { timeout: 60000 }, async () => {
+  const before = await metric(server.url, "fathom_requests_cancelled_total");
+  const controller = new AbortController();
+  const pending = fetch(server.url + "/v1/chat/completions", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "go on forever" }], max_tokens: 8000,
+                           logit_bias: { "151645": -100 } }),
+    signal: controller.signal,
+  }).then((r) => r.text()).catch((e) => e.name);
+  // Hang up once the request is running (long before 8000 tokens are done).
+  for (let t = 0; t < 100 && (await metric(server.url, "fathom_requests_running")) === 0; t++)
+    await new Promise((r) => setTimeout(r, 10));
+  controller.abort();
+  assert.equal(await pending, "AbortError");
+  let cancelled = before;
+  for (let t = 0; t < 40 && cancelled === before; t++) {
+    await new Promise((r) => setTimeout(r, 50));
+    cancelled = await metric(server.url, "fathom_requests_cancelled_total");
+  }
+  assert.equal(cancelled, before + 1, "the engine dropped the request within 2 s");
+  assert.equal(await metric(server.url, "fathom_requests_running"), 0);
+  // A non-streaming answer still arrives whole (after whitespace) and parses.
+  const r = await openai.completions.create({ model: "m", prompt: "hello", max_tokens: 3 });
+  assert.equal(r.choices.length, 1);
+  assert.ok(r.usage.completion_tokens >= 1);
+});
+
 test("a client that disconnects cancels its request at once", { timeout: 60000 }, async () => {
   const before = await metric(server.url, "fathom_requests_cancelled_total");
   const stream = await openai.chat.completions.create({
