@@ -87,7 +87,7 @@ Command add_generate_command(CLI::App& app) {
     }
     nlohmann::json out = {{"ids", result.ids}, {"finish_reason", result.finish_reason}};
     if (tokenizer) out["text"] = text;
-    std::printf("%s\n", out.dump().c_str());
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   };
 }

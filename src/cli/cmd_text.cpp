@@ -38,7 +38,7 @@ Command add_detokenize_command(CLI::App& app) {
     const Tokenizer tokenizer = Tokenizer::load(o->model_dir);
     const std::vector<int32_t> ids = parse_id_list(o->ids, "--ids");
     for (int32_t id : ids) tokenizer.id_to_token(id);  // an unknown id is an error, not silently dropped
-    std::printf("%s\n", nlohmann::json({{"text", tokenizer.decode(ids, o->skip_special)}}).dump().c_str());
+    std::printf("%s\n", nlohmann::json({{"text", tokenizer.decode(ids, o->skip_special)}}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   };
 }

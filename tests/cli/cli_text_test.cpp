@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -62,6 +63,7 @@ const fs::path& tiny_qwen3() {
       w[p + ".mlp.down_proj.weight"] = testing::random_tensor({hidden, inter}, DType::bf16, rng, 0.2f);
     }
     write_safetensors((d / "model.safetensors").string(), w);
+    std::atexit([] { std::error_code ignored; fs::remove_all(tiny_qwen3(), ignored); });
     return d;
   }();
   return dir;
