@@ -63,7 +63,11 @@ const fs::path& tiny_qwen3() {
       w[p + ".mlp.down_proj.weight"] = testing::random_tensor({hidden, inter}, DType::bf16, rng, 0.2f);
     }
     write_safetensors((d / "model.safetensors").string(), w);
-    std::atexit([] { std::error_code ignored; fs::remove_all(tiny_qwen3(), ignored); });
+    static const fs::path* const cleanup = new fs::path(d);  // outlives static destruction
+    std::atexit([] {
+      std::error_code ignored;
+      fs::remove_all(*cleanup, ignored);
+    });
     return d;
   }();
   return dir;
