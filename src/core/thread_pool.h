@@ -28,6 +28,7 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t align, const std::function<void(int64_t, int64_t)>& fn);
 
   // The process-wide pool; sized by set_global_threads (default: hardware threads).
+  // Backends keep a reference to it, so size it before the first backend exists.
   static ThreadPool& global();
   static void set_global_threads(int threads);
 
