@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# The main job: set up, build, make the default model if it is missing, and serve it
-# (OpenAI and Anthropic APIs on http://127.0.0.1:8080 unless --host/--port say otherwise).
-# The default model is a random-weight model of the Qwen3-0.6B shape with the real
-# Qwen3 tokenizer and chat template: its answers are meaningless, its API and speed are real.
-# Usage: scripts/run.sh [fathom serve options...]   (FATHOM_MODEL=DIR serves another folder)
+# The main job: set up, build, and serve the default model (OpenAI and Anthropic APIs on
+# http://127.0.0.1:8080 unless --host/--port say otherwise).
+# The default model is fathom-chat-small (assets/models/): a 12M-parameter Qwen3-architecture
+# chat model this project trained on WordNet and the Jargon File (scripts/train/). It answers
+# "What does X mean?"-style questions in the right form, often with wrong content.
+# Usage: scripts/run.sh [fathom serve options...]
+#   FATHOM_MODEL=DIR serves another folder; FATHOM_MODEL=random serves a random-weight model
+#   of the Qwen3-0.6B shape with the real Qwen3 tokenizer (real speed, meaningless answers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
-default_model=models/qwen3-0.6b-random
-model=${FATHOM_MODEL:-$default_model}
-if [ "$model" = "$default_model" ]; then
+model=${FATHOM_MODEL:-assets/models/fathom-chat-small}
+if [ "$model" = random ]; then
+  model=models/qwen3-0.6b-random
   if [ ! -f "$model/config.json" ]; then
-    echo "run: writing the default random-weight model to $model"
+    echo "run: writing a random-weight Qwen3-0.6B-shape model to $model"
     /usr/bin/python3 scripts/make_random_model.py --shape qwen3-0.6b --out "$model"
   fi
-  # The real Qwen3 tokenizer and chat template (fetched by setup into .cache/).
   if [ ! -f "$model/tokenizer.json" ]; then
     cp .cache/tokenizers/qwen3/tokenizer.json .cache/tokenizers/qwen3/tokenizer_config.json "$model/"
   fi

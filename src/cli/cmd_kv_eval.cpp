@@ -1,4 +1,4 @@
-// fathom kv-eval --model DIR --tokens 2048 --schemes kv8,kv4,turbo-k3v4,...
+// fathom kv-eval --model DIR --tokens 2048 --schemes kv8,kv4,turbo-k3v4,... [--text-file F]
 // Quality of KV-cache schemes against bf16 KV on the same token sequence:
 // per position KL(P_bf16 ‖ P_scheme) of the next-token distributions, its mean
 // and 99th percentile, top-1 agreement, and KV bytes per token. All schemes run
@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <fstream>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "engine/generator.h"
 #include "engine/sampler.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace fathom::cli {
 namespace {
@@ -44,12 +46,15 @@ Command add_kv_eval_command(CLI::App& app) {
     int64_t tokens = 2048;
     std::string schemes = "kv8,kv4,kv4-g32,kv2,kv4-start512,turbo-k4v4,turbo-k3v4,turbo-k2v3";
     uint64_t seed = 1;
+    std::string text_file;
   };
   auto o = std::make_shared<Options>();
   o->model.add_to(app);
   app.add_option("--tokens", o->tokens, "sequence length")->capture_default_str();
   app.add_option("--schemes", o->schemes, "comma-separated KV scheme cache keys")->capture_default_str();
   app.add_option("--seed", o->seed, "seed of the random token sequence")->capture_default_str();
+  app.add_option("--text-file", o->text_file,
+                 "evaluate on this text (the model's tokenizer; its first --tokens tokens) instead of random ids");
   return [o] {
     check(o->tokens > 1, "--tokens must be > 1, got ", o->tokens);
     auto reference = o->model.load();  // bf16 KV unless KV flags were given
@@ -64,9 +69,20 @@ Command add_kv_eval_command(CLI::App& app) {
       options.kv_scheme = KvScheme::from_cache_key(key, o->model.model_dir);
       models.push_back(load_model(o->model.model_dir, options));
     }
-    std::mt19937_64 rng(o->seed);
-    std::vector<int32_t> ids(static_cast<size_t>(o->tokens));
-    for (auto& id : ids) id = int32_t(rng() % uint64_t(config.vocab_size));
+    std::vector<int32_t> ids;
+    if (!o->text_file.empty()) {
+      std::ifstream in(o->text_file);
+      check(bool(in), "--text-file: cannot read ", o->text_file);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      ids = Tokenizer::load(o->model.model_dir).encode(text, /*add_special_tokens=*/false);
+      check(int64_t(ids.size()) >= o->tokens, "--text-file: ", o->text_file, " has ", ids.size(),
+            " tokens, fewer than --tokens ", o->tokens);
+      ids.resize(static_cast<size_t>(o->tokens));
+    } else {
+      std::mt19937_64 rng(o->seed);
+      ids.resize(static_cast<size_t>(o->tokens));
+      for (auto& id : ids) id = int32_t(rng() % uint64_t(config.vocab_size));
+    }
 
     auto ref_state = reference->new_state(o->tokens);
     std::vector<std::unique_ptr<SequenceState>> states;
