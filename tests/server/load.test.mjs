@@ -94,6 +94,16 @@ test(`${CLIENTS} concurrent streaming clients, ${REQUESTS} requests, some discon
   assert.ok(afterRss <= idleRss + 48 * 2 ** 20, `RSS grew from ${idleRss} to ${afterRss}`);
 });
 
+// The cancellation count once it moves past `before`, or after 2 s.
+async function cancelledAfter(before) {
+  let cancelled = before;
+  for (let t = 0; t < 40 && cancelled === before; t++) {
+    await new Promise((r) => setTimeout(r, 50));
+    cancelled = await metric(server.url, "fathom_requests_cancelled_total");
+  }
+  return cancelled;
+}
+
 test("a non-streaming client that hangs up cancels its request too", { timeout: 60000 }, async () => {
   const before = await metric(server.url, "fathom_requests_cancelled_total");
   const controller = new AbortController();
@@ -109,12 +119,7 @@ test("a non-streaming client that hangs up cancels its request too", { timeout: 
     await new Promise((r) => setTimeout(r, 10));
   controller.abort();
   assert.equal(await pending, "AbortError");
-  let cancelled = before;
-  for (let t = 0; t < 40 && cancelled === before; t++) {
-    await new Promise((r) => setTimeout(r, 50));
-    cancelled = await metric(server.url, "fathom_requests_cancelled_total");
-  }
-  assert.equal(cancelled, before + 1, "the engine dropped the request within 2 s");
+  assert.equal(await cancelledAfter(before), before + 1, "the engine dropped the request within 2 s");
   assert.equal(await metric(server.url, "fathom_requests_running"), 0);
   // A non-streaming answer still arrives whole (after whitespace) and parses.
   const r = await openai.completions.create({ model: "m", prompt: "hello", max_tokens: 3 });
@@ -130,12 +135,7 @@ test("a client that disconnects cancels its request at once", { timeout: 60000 }
   });
   let chunks = 0;
   for await (const _ of stream) if (++chunks === 3) { stream.controller.abort(); break; }
-  let cancelled = before;
-  for (let t = 0; t < 40 && cancelled === before; t++) {
-    await new Promise((r) => setTimeout(r, 50));
-    cancelled = await metric(server.url, "fathom_requests_cancelled_total");
-  }
-  assert.equal(cancelled, before + 1, "the engine dropped the request within 2 s");
+  assert.equal(await cancelledAfter(before), before + 1, "the engine dropped the request within 2 s");
   assert.equal(await metric(server.url, "fathom_requests_running"), 0);
   // A queued request whose client leaves is dropped before it runs.
   const blocker = openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "x" }], max_tokens: 100, logit_bias: { "151645": -100 } });
