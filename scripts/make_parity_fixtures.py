@@ -147,6 +147,36 @@ CASES = [
                 rope_parameters=rope("default", 1000000.0)),
         notes="Qwen3, 4 layers, 8q/4kv heads, head_dim 16, hidden 128, q/k norm, untied, f32.",
     ),
+    dict(
+        name="qwen3_moe_tiny",
+        cls="Qwen3MoeForCausalLM", cfg="Qwen3MoeConfig", dtype="float32", seed=9009,
+        kw=dict(vocab_size=512, hidden_size=96, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                num_hidden_layers=3, intermediate_size=160, moe_intermediate_size=48, num_experts=8,
+                num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
+                tie_word_embeddings=False, use_sliding_window=False, sliding_window=None,
+                max_position_embeddings=512, rms_norm_eps=1e-6, rope_parameters=rope("default", 1000000.0)),
+        notes=("Qwen3-MoE, 3 layers: layers 0 and 2 sparse (8 experts, top-2, norm_topk_prob, "
+               "moe_intermediate_size 48), layer 1 dense (mlp_only_layers=[1], intermediate_size 160); "
+               "4q/2kv heads of head_dim 32 with hidden 96, q/k norm, untied, f32. Router and expert weights "
+               "(whatever parameter form transformers uses) drawn N(0, 1/fan_in)."),
+    ),
+    dict(
+        name="gemma3_sliding",
+        cls="Gemma3ForCausalLM", cfg="Gemma3TextConfig", dtype="float32", seed=10010, norm_center=0.0,
+        kw=dict(vocab_size=512, hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                num_hidden_layers=5, intermediate_size=192, tie_word_embeddings=False,
+                layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+                             "full_attention"],
+                sliding_window=12, query_pre_attn_scalar=24, hidden_activation="gelu_pytorch_tanh",
+                final_logit_softcapping=None, attn_logit_softcapping=None,
+                max_position_embeddings=512, rms_norm_eps=1e-6,
+                rope_parameters={"full_attention": rope("linear", 1000000.0, factor=8.0),
+                                 "sliding_attention": rope("default", 10000.0)}),
+        notes=("Gemma 3 text, 5 layers (sliding, sliding, full, sliding, full), sliding_window 12 < prompt 40, "
+               "4q/2kv heads of head_dim 32, hidden 128, query_pre_attn_scalar 24 (!= head_dim), GELU-tanh MLP, "
+               "(1 + w) RMSNorms with w ~ 0.1 N(0,1), q/k norms, embeddings scaled by sqrt(128); RoPE: global "
+               "linear factor 8 theta 1e6, local default theta 1e4; untied lm_head, no softcapping, f32."),
+    ),
 ]
 
 
@@ -181,9 +211,11 @@ def make_config(cfg_name, kw):
     return cfg
 
 
-def reinit_(model, gen, resid_scale=1.0):
+def reinit_(model, gen, resid_scale=1.0, norm_center=1.0):
     """Non-trivial weights: Linear W ~ N(0, 1/fan_in), bias ~ 0.1 N(0,1),
-    Embedding ~ N(0,1), norm weights ~ 1 + 0.1 N(0,1)."""
+    Embedding ~ N(0,1), norm weights ~ norm_center + 0.1 N(0,1) (Gemma's (1 + w)
+    norms use norm_center 0). Any other matrix-shaped parameter (MoE routers,
+    fused [experts, out, in] expert weights) ~ N(0, 1/in) with in = last dim."""
     touched = set()
     emb = model.get_input_embeddings()
     with torch.no_grad():
@@ -207,10 +239,17 @@ def reinit_(model, gen, resid_scale=1.0):
                     if id(p) in touched:
                         continue
                     if pn == "weight":
-                        p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+                        p.copy_(norm_center + 0.1 * torch.randn(p.shape, generator=gen))
                     else:
                         p.copy_(0.1 * torch.randn(p.shape, generator=gen))
                     touched.add(id(p))
+        for n, p in model.named_parameters():
+            if id(p) in touched or p.dim() < 2:
+                continue
+            scale = resid_scale if n.endswith("down_proj") else 1.0
+            p.copy_(torch.randn(p.shape, generator=gen) * (scale / math.sqrt(p.shape[-1])))
+            touched.add(id(p))
+            log(f"  re-initialised non-Linear parameter {n} {tuple(p.shape)} ~ N(0, 1/{p.shape[-1]})")
     missed = [n for n, p in model.named_parameters() if id(p) not in touched]
     if missed:
         raise RuntimeError(f"parameters not re-initialised: {missed}")
@@ -297,7 +336,7 @@ def build_case(case, out_root):
         cfg = make_config(case["cfg"], case["kw"])
         model = cls(cfg).to(DEVICE).eval()
         gen = torch.Generator().manual_seed(seed)
-        reinit_(model, gen, case.get("resid_scale", 1.0))
+        reinit_(model, gen, case.get("resid_scale", 1.0), case.get("norm_center", 1.0))
         tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
         want_tied = bool(case["kw"].get("tie_word_embeddings"))
         if tied != want_tied:
@@ -431,7 +470,8 @@ def build_case(case, out_root):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/parity")
-    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--only", "--cases", dest="only", nargs="*", default=None,
+                    help="regenerate only these cases")
     a = ap.parse_args()
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.set_num_threads(4)

@@ -49,6 +49,12 @@ void Backend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   silu_mul_impl(gate, up, out);
 }
 
+void Backend::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check(gate.shape() == up.shape() && gate.numel() == out.numel(), "gelu_tanh_mul: shapes ", gate.shape_string(),
+        " ", up.shape_string(), " ", out.shape_string(), " disagree");
+  gelu_tanh_mul_impl(gate, up, out);
+}
+
 void Backend::add_inplace(Tensor& x, const Tensor& y) {
   check(x.numel() == y.numel(), "add: shapes ", x.shape_string(), " and ", y.shape_string(), " disagree");
   add_inplace_impl(x, y);

@@ -58,6 +58,9 @@ class Backend {
   void rope(Tensor& x, const Tensor& cos, const Tensor& sin);
   // out = silu(gate) * up, all [rows, D] f32.
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+  // out = gelu_tanh(gate) * up, all [rows, D] f32; gelu_tanh(x) =
+  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (PyTorch's approximate="tanh").
+  void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out);
   // x += y, same shape, f32.
   void add_inplace(Tensor& x, const Tensor& y);
   // out[i] = table[ids[i]] widened to f32; table [vocab, D] f32/bf16/f16.
@@ -70,6 +73,7 @@ class Backend {
   virtual void rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
   virtual void rope_impl(Tensor& x, const Tensor& cos, const Tensor& sin) = 0;
   virtual void silu_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  virtual void gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   virtual void add_inplace_impl(Tensor& x, const Tensor& y) = 0;
   virtual void embedding_impl(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) = 0;
   virtual void attention_impl(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) = 0;

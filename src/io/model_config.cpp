@@ -53,8 +53,9 @@ std::vector<int64_t> token_id_list(const json& v) {
 }
 
 // rope_parameters (transformers 5) or rope_theta + rope_scaling (older configs).
-RopeConfig parse_rope(const json& c) {
-  RopeConfig r;
+RopeConfig parse_rope_params(const json& params, const json& c, double default_theta);
+
+RopeConfig parse_rope(const json& c, double default_theta = 10000.0) {
   json params = json::object();
   if (c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
     params = c["rope_parameters"];
@@ -65,7 +66,22 @@ RopeConfig parse_rope(const json& c) {
   } else if (c.contains("rope_scaling") && c["rope_scaling"].is_object()) {
     params = c["rope_scaling"];
   }
-  r.theta = optional_field<double>(params, "rope_theta", optional_field<double>(c, "rope_theta", 10000.0));
+  return parse_rope_params(params, c, default_theta);
+}
+
+// Gemma 3's sliding layers: rope_parameters.sliding_attention (transformers 5) or
+// a default RoPE at rope_local_base_freq (older configs).
+RopeConfig parse_local_rope(const json& c) {
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object() &&
+      c["rope_parameters"].contains("sliding_attention") && c["rope_parameters"]["sliding_attention"].is_object())
+    return parse_rope_params(c["rope_parameters"]["sliding_attention"], json::object(), 10000.0);
+  json params = {{"rope_type", "default"}, {"rope_theta", optional_field<double>(c, "rope_local_base_freq", 10000.0)}};
+  return parse_rope_params(params, json::object(), 10000.0);
+}
+
+RopeConfig parse_rope_params(const json& params, const json& c, double default_theta) {
+  RopeConfig r;
+  r.theta = optional_field<double>(params, "rope_theta", optional_field<double>(c, "rope_theta", default_theta));
   r.type = optional_field<std::string>(params, "rope_type", optional_field<std::string>(params, "type", "default"));
   r.partial_rotary_factor = optional_field<double>(
       params, "partial_rotary_factor", optional_field<double>(c, "partial_rotary_factor", 1.0));
@@ -122,7 +138,8 @@ ModelConfig parse_model_config(const json& root) {
   m.rms_norm_eps = optional_field<double>(c, "rms_norm_eps", 1e-6);
   m.max_position_embeddings = optional_field<int64_t>(c, "max_position_embeddings", 4096);
   m.tie_word_embeddings = optional_field<bool>(c, "tie_word_embeddings", optional_field<bool>(root, "tie_word_embeddings", false));
-  m.rope = parse_rope(c);
+  const bool gemma3 = m.model_type == "gemma3_text";
+  m.rope = parse_rope(c, gemma3 ? 1000000.0 : 10000.0);
   check(m.rotary_dim() % 2 == 0 && m.rotary_dim() <= m.head_dim, "config.json: rotary dim ", m.rotary_dim(),
         " must be even and at most head_dim");
 
@@ -135,7 +152,32 @@ ModelConfig parse_model_config(const json& root) {
     m.qkv_bias = attention_bias;
     m.o_bias = attention_bias;
   }
-  m.qk_norm = m.model_type == "qwen3";
+  m.qk_norm = m.model_type == "qwen3" || m.model_type == "qwen3_moe" || gemma3;
+
+  if (m.model_type == "qwen3_moe") {
+    m.num_experts = optional_field<int64_t>(c, "num_experts", optional_field<int64_t>(c, "num_local_experts", 0));
+    m.num_experts_per_tok = optional_field<int64_t>(c, "num_experts_per_tok", 0);
+    m.moe_intermediate_size = optional_field<int64_t>(c, "moe_intermediate_size", 0);
+    m.norm_topk_prob = optional_field<bool>(c, "norm_topk_prob", false);
+    m.decoder_sparse_step = optional_field<int64_t>(c, "decoder_sparse_step", 1);
+    m.mlp_only_layers = optional_field<std::vector<int64_t>>(c, "mlp_only_layers", {});
+    check(m.num_experts >= 0 && m.decoder_sparse_step > 0, "config.json: num_experts must be >= 0 and decoder_sparse_step > 0");
+    if (m.num_experts > 0)
+      check(m.num_experts_per_tok > 0 && m.num_experts_per_tok <= m.num_experts && m.moe_intermediate_size > 0,
+            "config.json: num_experts_per_tok (", m.num_experts_per_tok, ") must be in [1, num_experts = ",
+            m.num_experts, "] and moe_intermediate_size (", m.moe_intermediate_size, ") positive");
+  }
+  if (gemma3) {
+    m.local_rope = parse_local_rope(c);
+    m.query_pre_attn_scalar = optional_field<double>(c, "query_pre_attn_scalar", 256.0);
+    if (c.contains("attn_logit_softcapping") && c["attn_logit_softcapping"].is_number())
+      m.attn_logit_softcapping = c["attn_logit_softcapping"].get<double>();
+    if (c.contains("final_logit_softcapping") && c["final_logit_softcapping"].is_number())
+      m.final_logit_softcapping = c["final_logit_softcapping"].get<double>();
+    m.hidden_activation = optional_field<std::string>(c, "hidden_activation", "gelu_pytorch_tanh");
+  } else {
+    m.hidden_activation = optional_field<std::string>(c, "hidden_act", "silu");
+  }
 
   if (c.contains("sliding_window") && c["sliding_window"].is_number_integer())
     m.sliding_window = c["sliding_window"].get<int64_t>();
@@ -148,13 +190,18 @@ ModelConfig parse_model_config(const json& root) {
           " entries for ", m.num_layers, " layers");
   } else {
     // Older configs: Mistral windows every layer; Qwen2/3 window layers from
-    // max_window_layers on when use_sliding_window is set.
-    const bool qwen = m.model_type == "qwen2" || m.model_type == "qwen3";
+    // max_window_layers on when use_sliding_window is set (Qwen3-MoE: every
+    // layer); Gemma 3 makes every sliding_window_pattern-th layer global.
+    const bool qwen = m.model_type == "qwen2" || m.model_type == "qwen3" || m.model_type == "qwen3_moe";
     const bool use_sliding = qwen ? optional_field<bool>(c, "use_sliding_window", false) : m.sliding_window.has_value();
-    const int64_t first_sliding = qwen ? optional_field<int64_t>(c, "max_window_layers", 0) : 0;
-    for (int64_t i = 0; i < m.num_layers; ++i)
-      m.layer_types.push_back(use_sliding && m.sliding_window && i >= first_sliding ? LayerKind::sliding_attention
-                                                                                   : LayerKind::full_attention);
+    const int64_t first_sliding =
+        qwen && m.model_type != "qwen3_moe" ? optional_field<int64_t>(c, "max_window_layers", 0) : 0;
+    const int64_t pattern = optional_field<int64_t>(c, "sliding_window_pattern", optional_field<int64_t>(c, "_sliding_window_pattern", 6));
+    for (int64_t i = 0; i < m.num_layers; ++i) {
+      bool sliding = use_sliding && m.sliding_window && i >= first_sliding;
+      if (gemma3) sliding = m.sliding_window && pattern > 0 && (i + 1) % pattern != 0;
+      m.layer_types.push_back(sliding ? LayerKind::sliding_attention : LayerKind::full_attention);
+    }
   }
   for (LayerKind k : m.layer_types)
     if (k == LayerKind::sliding_attention)
@@ -166,6 +213,13 @@ ModelConfig parse_model_config(const json& root) {
   if (c.contains("bos_token_id") && c["bos_token_id"].is_number_integer()) m.bos_token_id = c["bos_token_id"].get<int64_t>();
   m.weights_dtype = optional_field<std::string>(c, "dtype", optional_field<std::string>(c, "torch_dtype", ""));
   return m;
+}
+
+bool ModelConfig::is_sparse_moe_layer(int64_t layer) const {
+  if (num_experts <= 0) return false;
+  for (int64_t l : mlp_only_layers)
+    if (l == layer) return false;
+  return (layer + 1) % decoder_sparse_step == 0;
 }
 
 ModelConfig load_model_config(const std::string& model_dir) {

@@ -52,6 +52,25 @@ struct ModelConfig {
   std::optional<int64_t> bos_token_id;
   std::string weights_dtype;  // config's torch_dtype / dtype, informative
 
+  // Sparse MoE (Qwen3-MoE): a layer is sparse when it is not in mlp_only_layers
+  // and (layer + 1) % decoder_sparse_step == 0; other layers use the dense MLP.
+  int64_t num_experts = 0;  // num_experts / num_local_experts; 0 = dense model
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;  // renormalize the top-k routing weights to sum to 1
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+
+  // Gemma 3: sliding layers have their own RoPE; attention scale is
+  // query_pre_attn_scalar^-0.5; optional tanh soft-capping of scores / logits.
+  std::optional<RopeConfig> local_rope;  // RoPE of sliding_attention layers when it differs
+  std::optional<double> query_pre_attn_scalar;
+  std::optional<double> attn_logit_softcapping;
+  std::optional<double> final_logit_softcapping;
+  std::string hidden_activation = "silu";
+
+  bool is_sparse_moe_layer(int64_t layer) const;
+
   int64_t rotary_dim() const { return int64_t(double(head_dim) * rope.partial_rotary_factor); }
 };
 

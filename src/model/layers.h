@@ -26,4 +26,30 @@ struct Linear {
   }
 };
 
+enum class GateActivation { silu, gelu_tanh };
+
+// A gated MLP: y = down(act(gate(x)) * up(x)) (SwiGLU, or GeGLU with tanh GELU).
+struct GatedMlp {
+  Linear gate, up, down;
+
+  static GatedMlp load(const WeightLoader& w, const std::string& prefix, int64_t hidden, int64_t intermediate,
+                       bool has_bias) {
+    GatedMlp m;
+    m.gate = Linear::load(w, prefix + ".gate_proj", intermediate, hidden, has_bias);
+    m.up = Linear::load(w, prefix + ".up_proj", intermediate, hidden, has_bias);
+    m.down = Linear::load(w, prefix + ".down_proj", hidden, intermediate, has_bias);
+    return m;
+  }
+  int64_t intermediate_size() const { return gate.out_features(); }
+  // x [rows, hidden] → y [rows, hidden]; gate_buf, up_buf [rows, intermediate] scratch.
+  void operator()(Backend& b, const Tensor& x, Tensor& gate_buf, Tensor& up_buf, Tensor& y, GateActivation act,
+                  bool bf16) const {
+    gate(b, x, gate_buf, bf16);
+    up(b, x, up_buf, bf16);
+    if (act == GateActivation::silu) b.silu_mul(gate_buf, up_buf, gate_buf);
+    else b.gelu_tanh_mul(gate_buf, up_buf, gate_buf);
+    down(b, gate_buf, y, bf16);
+  }
+};
+
 }  // namespace fathom

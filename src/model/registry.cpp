@@ -19,6 +19,9 @@ const Architecture kArchitectures[] = {
     {"mistral", make_llama_family},
     {"qwen2", make_llama_family},
     {"qwen3", make_llama_family},
+    {"qwen3_moe", make_qwen3_moe},
+    {"gemma3_text", make_gemma3},
+    {"gemma3", make_gemma3},
 };
 
 }  // namespace

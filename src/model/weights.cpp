@@ -42,11 +42,25 @@ Tensor WeightLoader::fetch(const std::string& name, const std::vector<int64_t>& 
 }
 
 Tensor WeightLoader::matmul_weight(const std::string& name, int64_t rows, int64_t cols) const {
-  Tensor t = fetch(name, {rows, cols});
+  return to_matmul_dtype(fetch(name, {rows, cols}));
+}
+
+Tensor WeightLoader::matmul_weight_stack(const std::string& name, int64_t count, int64_t rows, int64_t cols) const {
+  return to_matmul_dtype(fetch(name, {count, rows, cols}).reshape({count * rows, cols}));
+}
+
+Tensor WeightLoader::to_matmul_dtype(Tensor t) const {
   const DType want = compute_ == ComputeDType::bf16 ? DType::bf16 : (t.dtype() == DType::bf16 ? DType::bf16 : DType::f32);
   if (t.dtype() == want) return t;
   converted_bytes_ += int64_t(t.numel() * dtype_size(want));
   return convert_tensor(t, want);
+}
+
+Tensor WeightLoader::f32_matrix(const std::string& name, int64_t rows, int64_t cols) const {
+  Tensor t = fetch(name, {rows, cols});
+  if (t.dtype() == DType::f32) return t;
+  converted_bytes_ += rows * cols * 4;
+  return convert_tensor(t, DType::f32);
 }
 
 Tensor WeightLoader::vector(const std::string& name, int64_t n) const {

@@ -21,6 +21,12 @@ class WeightLoader {
   // compute); f32 stays for f32 compute and becomes bf16 for bf16 compute; f16
   // becomes the compute dtype.
   Tensor matmul_weight(const std::string& name, int64_t rows, int64_t cols) const;
+  // A stack of matmul weights [count, rows, cols] (fused MoE experts) as one
+  // [count * rows, cols] tensor; slice_rows picks one matrix or part of it.
+  Tensor matmul_weight_stack(const std::string& name, int64_t count, int64_t rows, int64_t cols) const;
+  // A small matrix kept in f32 whatever the compute dtype (MoE routers: a
+  // bf16-rounded router flips expert choices between near-tied experts).
+  Tensor f32_matrix(const std::string& name, int64_t rows, int64_t cols) const;
   // Norm weights and biases: always f32, [n].
   Tensor vector(const std::string& name, int64_t n) const;
   // An embedding table [rows, cols] as stored (the gather widens any dtype).
@@ -31,6 +37,7 @@ class WeightLoader {
 
  private:
   Tensor fetch(const std::string& name, const std::vector<int64_t>& shape) const;
+  Tensor to_matmul_dtype(Tensor t) const;
 
   const WeightStore& store_;
   ComputeDType compute_;

@@ -72,6 +72,21 @@ TEST(Elementwise, SiluMulAndAdd) {
   for (int64_t i = 0; i < g.numel(); ++i) EXPECT_FLOAT_EQ(sum.data<float>()[i], g.data<float>()[i] + u.data<float>()[i]);
 }
 
+TEST(Elementwise, GeluTanhMulMatchesFormula) {
+  auto rng = fresh_rng();
+  auto backend = make_cpu_backend();
+  Tensor g = random_tensor({4, 333}, DType::f32, rng, 5.0f), u = random_tensor({4, 333}, DType::f32, rng);
+  Tensor out = Tensor::empty({4, 333}, DType::f32);
+  backend->gelu_tanh_mul(g, u, out);
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    const double x = g.data<float>()[i];
+    const double gelu = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    EXPECT_NEAR(out.data<float>()[i], gelu * u.data<float>()[i], 1e-5 * (1.0 + std::abs(gelu)));
+  }
+  Tensor bad = Tensor::empty({4, 332}, DType::f32);
+  EXPECT_THROW(backend->gelu_tanh_mul(g, bad, out), Error);
+}
+
 TEST(Elementwise, EmbeddingWidensRowsAndRejectsBadIds) {
   auto rng = fresh_rng();
   auto backend = make_cpu_backend();

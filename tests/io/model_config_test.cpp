@@ -30,6 +30,73 @@ TEST(ModelConfig, DefaultsAndArchitectureRules) {
   EXPECT_TRUE(parse_model_config(base("qwen3")).qk_norm);
 }
 
+TEST(ModelConfig, Qwen3MoeFieldsAndSparseLayerRule) {
+  json j = base("qwen3_moe");
+  j["num_hidden_layers"] = 6;
+  j["num_local_experts"] = 8;  // transformers 5 writes num_local_experts
+  j["num_experts_per_tok"] = 2;
+  j["moe_intermediate_size"] = 32;
+  j["norm_topk_prob"] = true;
+  j["decoder_sparse_step"] = 2;
+  j["mlp_only_layers"] = {3};
+  j["sliding_window"] = 16;  // ignored without use_sliding_window
+  ModelConfig m = parse_model_config(j);
+  EXPECT_EQ(m.num_experts, 8);
+  EXPECT_EQ(m.num_experts_per_tok, 2);
+  EXPECT_EQ(m.moe_intermediate_size, 32);
+  EXPECT_TRUE(m.norm_topk_prob);
+  EXPECT_TRUE(m.qk_norm);
+  const std::vector<bool> sparse = {false, true, false, false, false, true};  // (i+1) % 2 == 0, not layer 3
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(m.is_sparse_moe_layer(i), sparse[i]) << "layer " << i;
+  for (LayerKind k : m.layer_types) EXPECT_EQ(k, LayerKind::full_attention);
+  j["num_experts_per_tok"] = 9;
+  EXPECT_THROW(parse_model_config(j), Error);
+  EXPECT_FALSE(parse_model_config(base("qwen3")).is_sparse_moe_layer(1));
+}
+
+TEST(ModelConfig, Gemma3RopePerLayerTypeAndLegacyFields) {
+  json v5 = base("gemma3_text");
+  v5["sliding_window"] = 8;
+  v5["layer_types"] = {"sliding_attention", "sliding_attention", "full_attention"};
+  v5["query_pre_attn_scalar"] = 24;
+  v5["final_logit_softcapping"] = 30.0;
+  v5["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
+                           {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  ModelConfig a = parse_model_config(v5);
+  EXPECT_EQ(a.rope.type, "linear");
+  EXPECT_EQ(*a.rope.factor, 8.0);
+  EXPECT_EQ(a.rope.theta, 1e6);
+  ASSERT_TRUE(a.local_rope.has_value());
+  EXPECT_EQ(a.local_rope->type, "default");
+  EXPECT_EQ(a.local_rope->theta, 1e4);
+  EXPECT_EQ(*a.query_pre_attn_scalar, 24.0);
+  EXPECT_EQ(*a.final_logit_softcapping, 30.0);
+  EXPECT_FALSE(a.attn_logit_softcapping.has_value());
+  EXPECT_EQ(a.hidden_activation, "gelu_pytorch_tanh");
+  EXPECT_TRUE(a.qk_norm);
+
+  // Older configs: rope_theta + rope_scaling for global layers, rope_local_base_freq
+  // for local ones, and every sliding_window_pattern-th layer global.
+  json legacy = base("gemma3_text");
+  legacy["num_hidden_layers"] = 6;
+  legacy["sliding_window"] = 8;
+  legacy["sliding_window_pattern"] = 3;
+  legacy["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  legacy["rope_local_base_freq"] = 5000.0;
+  ModelConfig b = parse_model_config(legacy);
+  EXPECT_EQ(b.rope.theta, 1e6);  // Gemma 3's default
+  EXPECT_EQ(b.rope.type, "linear");
+  EXPECT_EQ(b.local_rope->theta, 5000.0);
+  const std::vector<LayerKind> kinds = {LayerKind::sliding_attention, LayerKind::sliding_attention,
+                                        LayerKind::full_attention,    LayerKind::sliding_attention,
+                                        LayerKind::sliding_attention, LayerKind::full_attention};
+  EXPECT_EQ(b.layer_types, kinds);
+
+  // Multimodal folders nest the text model under text_config.
+  json nested = {{"model_type", "gemma3"}, {"text_config", v5}};
+  EXPECT_EQ(parse_model_config(nested).model_type, "gemma3_text");
+}
+
 TEST(ModelConfig, RopeFromEitherSchema) {
   json legacy = base("llama");
   legacy["rope_theta"] = 500000.0;

@@ -164,7 +164,9 @@ TEST_F(SchemeOnModel, DelayedStartIsExactBeforeAndConvertsAtTheBoundary) {
     const bool before_conversion = begin < 14;
     const bool same = std::memcmp(la.raw(), lb.raw(), la.nbytes()) == 0;
     EXPECT_EQ(same, before_conversion) << "chunk at " << begin;
-    if (begin == 0) EXPECT_NE(std::memcmp(la.raw(), lc.raw(), la.nbytes()), 0) << "start 0 quantizes at once";
+    if (begin == 0) {
+      EXPECT_NE(std::memcmp(la.raw(), lc.raw(), la.nbytes()), 0) << "start 0 quantizes at once";
+    }
     // Storage is allocated for the capacity (30): plain until the conversion,
     // quantized from then on; bytes are linear in tokens, so scale bytes_at.
     const int64_t held = std::min<int64_t>(30, begin + 7);

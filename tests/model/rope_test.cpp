@@ -20,7 +20,8 @@ TEST(Rope, InverseFrequenciesMatchTransformersForEveryVariant) {
     if (!ref_in) continue;
     nlohmann::json ref;
     ref_in >> ref;
-    if (!ref.contains("rope_inv_freq")) continue;
+    // Models with RoPE per layer type (Gemma 3) record no single table.
+    if (!ref.contains("rope_inv_freq") || ref["rope_inv_freq"].is_null()) continue;
     const ModelConfig c = load_model_config(e.path().string());
     RopeTable table(c.rope, c.head_dim, c.max_position_embeddings);
     const auto expected = ref["rope_inv_freq"].get<std::vector<double>>();

@@ -70,6 +70,12 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    pool_.parallel_for(gate.numel(), 64, [&](int64_t i0, int64_t i1) {
+      cpu::gelu_tanh_mul_range(gate.data<float>(), up.data<float>(), out.data<float>(), i0, i1);
+    });
+  }
+
   void add_inplace_impl(Tensor& x, const Tensor& y) override {
     cpu::add_range(x.data<float>(), y.data<float>(), 0, x.numel());
   }

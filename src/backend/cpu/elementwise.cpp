@@ -40,6 +40,14 @@ void silu_mul_range(const float* gate, const float* up, float* out, int64_t i0, 
   for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void gelu_tanh_mul_range(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = i0; i < i1; ++i) {
+    const float x = gate[i];
+    out[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * up[i];
+  }
+}
+
 void add_range(float* x, const float* y, int64_t i0, int64_t i1) {
 #pragma omp simd
   for (int64_t i = i0; i < i1; ++i) x[i] += y[i];

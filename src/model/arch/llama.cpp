@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "model/arch/architectures.h"
+#include "model/attention.h"
 #include "model/layers.h"
 #include "model/rope.h"
 
@@ -14,10 +15,8 @@ namespace {
 
 struct DecoderLayer {
   Tensor input_norm, post_attention_norm;
-  Linear q, k, v, o;
-  std::optional<Tensor> q_norm, k_norm;
-  Linear gate, up, down;
-  std::optional<int64_t> window;
+  SelfAttention attn;
+  GatedMlp mlp;
 };
 
 class LlamaFamilyModel final : public Model {
@@ -32,7 +31,6 @@ class LlamaFamilyModel final : public Model {
     const ModelConfig& c = config_;
     options.kv_scheme.validate_for(c);
     const WeightLoader w(weights_, dtype_);
-    const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
     embed_ = w.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
     for (int64_t i = 0; i < c.num_layers; ++i) {
       check(c.layer_types[i] != LayerKind::linear_attention, "model_type ", c.model_type,
@@ -41,18 +39,8 @@ class LlamaFamilyModel final : public Model {
       DecoderLayer l;
       l.input_norm = w.vector(p + ".input_layernorm.weight", c.hidden_size);
       l.post_attention_norm = w.vector(p + ".post_attention_layernorm.weight", c.hidden_size);
-      l.q = Linear::load(w, p + ".self_attn.q_proj", q_dim, c.hidden_size, c.qkv_bias);
-      l.k = Linear::load(w, p + ".self_attn.k_proj", kv_dim, c.hidden_size, c.qkv_bias);
-      l.v = Linear::load(w, p + ".self_attn.v_proj", kv_dim, c.hidden_size, c.qkv_bias);
-      l.o = Linear::load(w, p + ".self_attn.o_proj", c.hidden_size, q_dim, c.o_bias);
-      if (c.qk_norm) {
-        l.q_norm = w.vector(p + ".self_attn.q_norm.weight", c.head_dim);
-        l.k_norm = w.vector(p + ".self_attn.k_norm.weight", c.head_dim);
-      }
-      l.gate = Linear::load(w, p + ".mlp.gate_proj", c.intermediate_size, c.hidden_size, c.mlp_bias);
-      l.up = Linear::load(w, p + ".mlp.up_proj", c.intermediate_size, c.hidden_size, c.mlp_bias);
-      l.down = Linear::load(w, p + ".mlp.down_proj", c.hidden_size, c.intermediate_size, c.mlp_bias);
-      if (c.layer_types[i] == LayerKind::sliding_attention) l.window = c.sliding_window;
+      l.attn = SelfAttention::load(w, p + ".self_attn", c, i);
+      l.mlp = GatedMlp::load(w, p + ".mlp", c.hidden_size, c.intermediate_size, c.mlp_bias);
       layers_.push_back(std::move(l));
     }
     final_norm_ = w.vector("model.norm.weight", c.hidden_size);
@@ -79,21 +67,15 @@ class LlamaFamilyModel final : public Model {
           state.capacity());
     const bool bf16 = dtype_ == ComputeDType::bf16;
     Backend& b = *backend_;
-    const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
 
     // Activations for this chunk; reused by every layer.
-    Tensor x = Tensor::empty({t, c.hidden_size}, DType::f32);       // residual stream
-    Tensor h = Tensor::empty({t, c.hidden_size}, DType::f32);       // normed input / sublayer output
-    Tensor q = Tensor::empty({t, c.num_heads, c.head_dim}, DType::f32);
-    Tensor k = Tensor::empty({t, c.num_kv_heads, c.head_dim}, DType::f32);
-    Tensor v = Tensor::empty({t, c.num_kv_heads, c.head_dim}, DType::f32);
-    Tensor attn = Tensor::empty({t, c.num_heads, c.head_dim}, DType::f32);
+    Tensor x = Tensor::empty({t, c.hidden_size}, DType::f32);  // residual stream
+    Tensor h = Tensor::empty({t, c.hidden_size}, DType::f32);  // normed input / sublayer output
+    AttentionScratch scratch(t, c);
     Tensor gate = Tensor::empty({t, c.intermediate_size}, DType::f32);
     Tensor up = Tensor::empty({t, c.intermediate_size}, DType::f32);
     Tensor cos = Tensor::empty({t, rope_.half()}, DType::f32);
     Tensor sin = Tensor::empty({t, rope_.half()}, DType::f32);
-    Tensor q2 = q.reshape({t, q_dim}), k2 = k.reshape({t, kv_dim}), v2 = v.reshape({t, kv_dim});
-    Tensor attn2 = attn.reshape({t, q_dim});
 
     b.embedding(embed_, ids, x);
     rope_.fill(first, t, cos, sin);
@@ -104,27 +86,11 @@ class LlamaFamilyModel final : public Model {
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const DecoderLayer& l = layers_[i];
       b.rms_norm(x, l.input_norm, float(c.rms_norm_eps), h);
-      l.q(b, h, q2, bf16);
-      l.k(b, h, k2, bf16);
-      l.v(b, h, v2, bf16);
-      if (l.q_norm) {
-        Tensor qh = q.reshape({t * c.num_heads, c.head_dim}), kh = k.reshape({t * c.num_kv_heads, c.head_dim});
-        b.rms_norm(qh, *l.q_norm, float(c.rms_norm_eps), qh);
-        b.rms_norm(kh, *l.k_norm, float(c.rms_norm_eps), kh);
-      }
-      b.rope(q, cos, sin);
-      b.rope(k, cos, sin);
-      state.kv[i]->append(k, v);
-      params.window = l.window;
-      state.kv[i]->attend(b, q, params, attn);
-      l.o(b, attn2, h, bf16);
+      run_self_attention(b, l.attn, c, h, cos, sin, params, *state.kv[i], scratch, h, bf16);
       b.add_inplace(x, h);
 
       b.rms_norm(x, l.post_attention_norm, float(c.rms_norm_eps), h);
-      l.gate(b, h, gate, bf16);
-      l.up(b, h, up, bf16);
-      b.silu_mul(gate, up, gate);
-      l.down(b, gate, h, bf16);
+      l.mlp(b, h, gate, up, h, GateActivation::silu, bf16);
       b.add_inplace(x, h);
     }
 

@@ -1,0 +1,171 @@
+// Gemma 3 text (gemma3_text, and the language model inside gemma3 folders):
+// embeddings scaled by √hidden; (1 + w) RMSNorms before and after both
+// sublayers; q/k norms; GELU-tanh gated MLP; attention scaled by
+// query_pre_attn_scalar^-0.5; sliding layers with their own RoPE; optional
+// final logit soft-capping.
+#include <cmath>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "model/arch/architectures.h"
+#include "model/attention.h"
+#include "model/layers.h"
+#include "model/rope.h"
+
+namespace fathom {
+namespace {
+
+struct GemmaDecoderLayer {
+  // All four norms hold 1 + w, so the plain rms_norm op applies them.
+  Tensor input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;
+  SelfAttention attn;
+  GatedMlp mlp;
+};
+
+// Gemma stores RMSNorm weights as w and scales by (1 + w), computed in f32.
+Tensor one_plus(Tensor w) {
+  Tensor out = Tensor::empty(w.shape(), DType::f32);
+  for (int64_t i = 0; i < w.numel(); ++i) out.data<float>()[i] = 1.0f + w.data<float>()[i];
+  return out;
+}
+
+// Where the text model's weights live: Gemma3ForCausalLM saves "model.",
+// Gemma3ForConditionalGeneration "model.language_model." (transformers 5) or
+// "language_model.model." (older).
+std::string text_prefix(const WeightLoader& w) {
+  for (const char* p : {"model.", "model.language_model.", "language_model.model."})
+    if (w.has(std::string(p) + "embed_tokens.weight")) return p;
+  fail("gemma3: no embed_tokens.weight under model., model.language_model. or language_model.model.");
+}
+
+class Gemma3Model final : public Model {
+ public:
+  Gemma3Model(ModelConfig config, WeightStore weights, const LoadOptions& options)
+      : Model(options.kv_scheme),
+        config_(std::move(config)),
+        weights_(std::move(weights)),
+        dtype_(options.dtype),
+        backend_(make_cpu_backend()),
+        global_rope_(config_.rope, config_.head_dim, config_.max_position_embeddings),
+        local_rope_(config_.local_rope.value_or(config_.rope), config_.head_dim, config_.max_position_embeddings) {
+    const ModelConfig& c = config_;
+    options.kv_scheme.validate_for(c);
+    check(!c.attn_logit_softcapping, "gemma3: attn_logit_softcapping (", c.attn_logit_softcapping.value_or(0.0),
+          ") is not supported by the attention op yet");
+    check(c.hidden_activation == "gelu_pytorch_tanh" || c.hidden_activation == "gelu_tanh",
+          "gemma3: hidden_activation \"", c.hidden_activation, "\" is not supported (gelu_pytorch_tanh is)");
+    check(global_rope_.half() == local_rope_.half(), "gemma3: global and local RoPE rotate different dims");
+    const WeightLoader w(weights_, dtype_);
+    const std::string root = text_prefix(w);
+    embed_ = w.table(root + "embed_tokens.weight", c.vocab_size, c.hidden_size);
+    // transformers multiplies by √hidden cast to the weights' (compute) dtype.
+    embed_scale_ = float(std::sqrt(double(c.hidden_size)));
+    if (dtype_ == ComputeDType::bf16) embed_scale_ = bf16_to_f32(f32_to_bf16(embed_scale_));
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      check(c.layer_types[i] != LayerKind::linear_attention, "gemma3: layer ", i, " is linear_attention");
+      const std::string p = root + "layers." + std::to_string(i);
+      GemmaDecoderLayer l;
+      l.input_norm = one_plus(w.vector(p + ".input_layernorm.weight", c.hidden_size));
+      l.post_attention_norm = one_plus(w.vector(p + ".post_attention_layernorm.weight", c.hidden_size));
+      l.pre_feedforward_norm = one_plus(w.vector(p + ".pre_feedforward_layernorm.weight", c.hidden_size));
+      l.post_feedforward_norm = one_plus(w.vector(p + ".post_feedforward_layernorm.weight", c.hidden_size));
+      l.attn = SelfAttention::load(w, p + ".self_attn", c, i);  // config.qk_norm is set for gemma3_text
+      l.attn.q_norm = one_plus(*l.attn.q_norm);
+      l.attn.k_norm = one_plus(*l.attn.k_norm);
+      l.mlp = GatedMlp::load(w, p + ".mlp", c.hidden_size, c.intermediate_size, false);
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = one_plus(w.vector(root + "norm.weight", c.hidden_size));
+    const std::string head = w.has("lm_head.weight") ? "lm_head.weight"
+                             : w.has("language_model.lm_head.weight") ? "language_model.lm_head.weight"
+                                                                      : root + "embed_tokens.weight";
+    lm_head_ = w.matmul_weight(head, c.vocab_size, c.hidden_size);
+    weight_bytes_ = weights_.total_bytes() + w.converted_bytes();
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  ComputeDType compute_dtype() const override { return dtype_; }
+  int64_t weight_bytes() const override { return weight_bytes_; }
+  std::string backend_name() const override { return backend_->name(); }
+  std::unique_ptr<SequenceState> new_state(int64_t capacity) const override { return make_state(config_, capacity); }
+
+  Tensor forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
+    const ModelConfig& c = config_;
+    const int64_t t = int64_t(ids.size());
+    check(t > 0, "forward: no tokens");
+    check(int64_t(state.kv.size()) == c.num_layers, "forward: state has ", state.kv.size(), " layers, model ",
+          c.num_layers);
+    const int64_t first = state.length();
+    check(first + t <= state.capacity(), "forward: ", first, " + ", t, " tokens exceed the sequence capacity of ",
+          state.capacity());
+    const bool bf16 = dtype_ == ComputeDType::bf16;
+    Backend& b = *backend_;
+
+    Tensor x = Tensor::empty({t, c.hidden_size}, DType::f32);  // residual stream
+    Tensor h = Tensor::empty({t, c.hidden_size}, DType::f32);  // normed input
+    Tensor s = Tensor::empty({t, c.hidden_size}, DType::f32);  // sublayer output
+    AttentionScratch scratch(t, c);
+    Tensor gate = Tensor::empty({t, c.intermediate_size}, DType::f32);
+    Tensor up = Tensor::empty({t, c.intermediate_size}, DType::f32);
+    Tensor global_cos = Tensor::empty({t, global_rope_.half()}, DType::f32);
+    Tensor global_sin = Tensor::empty({t, global_rope_.half()}, DType::f32);
+    Tensor local_cos = Tensor::empty({t, local_rope_.half()}, DType::f32);
+    Tensor local_sin = Tensor::empty({t, local_rope_.half()}, DType::f32);
+
+    b.embedding(embed_, ids, x);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= embed_scale_;
+    global_rope_.fill(first, t, global_cos, global_sin);
+    local_rope_.fill(first, t, local_cos, local_sin);
+    AttentionParams params;
+    params.scale = float(std::pow(*c.query_pre_attn_scalar, -0.5));
+    params.first_position = first;
+    const float eps = float(c.rms_norm_eps);
+
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const GemmaDecoderLayer& l = layers_[i];
+      const bool local = c.layer_types[i] == LayerKind::sliding_attention;
+      b.rms_norm(x, l.input_norm, eps, h);
+      run_self_attention(b, l.attn, c, h, local ? local_cos : global_cos, local ? local_sin : global_sin, params,
+                         *state.kv[i], scratch, s, bf16);
+      b.rms_norm(s, l.post_attention_norm, eps, s);
+      b.add_inplace(x, s);
+
+      b.rms_norm(x, l.pre_feedforward_norm, eps, h);
+      l.mlp(b, h, gate, up, s, GateActivation::gelu_tanh, bf16);
+      b.rms_norm(s, l.post_feedforward_norm, eps, s);
+      b.add_inplace(x, s);
+    }
+
+    state.end_step();
+
+    const Tensor last = all_logits ? x : x.slice_rows(t - 1, t);
+    Tensor normed = Tensor::empty(last.shape(), DType::f32);
+    b.rms_norm(last, final_norm_, eps, normed);
+    Tensor logits = Tensor::empty({last.dim(0), c.vocab_size}, DType::f32);
+    b.matmul(normed, lm_head_, nullptr, logits, bf16);
+    if (c.final_logit_softcapping) {
+      const float cap = float(*c.final_logit_softcapping);
+      for (int64_t i = 0; i < logits.numel(); ++i) logits.data<float>()[i] = std::tanh(logits.data<float>()[i] / cap) * cap;
+    }
+    return logits;
+  }
+
+ private:
+  ModelConfig config_;
+  WeightStore weights_;
+  ComputeDType dtype_;
+  std::unique_ptr<Backend> backend_;
+  RopeTable global_rope_, local_rope_;
+  Tensor embed_, final_norm_, lm_head_;
+  float embed_scale_ = 1.0f;
+  std::vector<GemmaDecoderLayer> layers_;
+  int64_t weight_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_gemma3(ModelConfig config, WeightStore weights, const LoadOptions& options) {
+  return std::make_unique<Gemma3Model>(std::move(config), std::move(weights), options);
+}
+
+}  // namespace fathom

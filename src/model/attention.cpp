@@ -1,0 +1,49 @@
+#include "model/attention.h"
+
+namespace fathom {
+
+SelfAttention SelfAttention::load(const WeightLoader& w, const std::string& prefix, const ModelConfig& c,
+                                  int64_t layer) {
+  const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  SelfAttention a;
+  a.q = Linear::load(w, prefix + ".q_proj", q_dim, c.hidden_size, c.qkv_bias);
+  a.k = Linear::load(w, prefix + ".k_proj", kv_dim, c.hidden_size, c.qkv_bias);
+  a.v = Linear::load(w, prefix + ".v_proj", kv_dim, c.hidden_size, c.qkv_bias);
+  a.o = Linear::load(w, prefix + ".o_proj", c.hidden_size, q_dim, c.o_bias);
+  if (c.qk_norm) {
+    a.q_norm = w.vector(prefix + ".q_norm.weight", c.head_dim);
+    a.k_norm = w.vector(prefix + ".k_norm.weight", c.head_dim);
+  }
+  if (c.layer_types[layer] == LayerKind::sliding_attention) a.window = c.sliding_window;
+  return a;
+}
+
+AttentionScratch::AttentionScratch(int64_t t, const ModelConfig& c)
+    : q(Tensor::empty({t, c.num_heads, c.head_dim}, DType::f32)),
+      k(Tensor::empty({t, c.num_kv_heads, c.head_dim}, DType::f32)),
+      v(Tensor::empty({t, c.num_kv_heads, c.head_dim}, DType::f32)),
+      attn(Tensor::empty({t, c.num_heads, c.head_dim}, DType::f32)) {}
+
+void run_self_attention(Backend& b, const SelfAttention& a, const ModelConfig& c, const Tensor& h, const Tensor& cos,
+                        const Tensor& sin, AttentionParams params, KvLayer& kv, AttentionScratch& s, Tensor& out,
+                        bool bf16) {
+  const int64_t t = h.dim(0);
+  const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  Tensor q2 = s.q.reshape({t, q_dim}), k2 = s.k.reshape({t, kv_dim}), v2 = s.v.reshape({t, kv_dim});
+  a.q(b, h, q2, bf16);
+  a.k(b, h, k2, bf16);
+  a.v(b, h, v2, bf16);
+  if (a.q_norm) {
+    Tensor qh = s.q.reshape({t * c.num_heads, c.head_dim}), kh = s.k.reshape({t * c.num_kv_heads, c.head_dim});
+    b.rms_norm(qh, *a.q_norm, float(c.rms_norm_eps), qh);
+    b.rms_norm(kh, *a.k_norm, float(c.rms_norm_eps), kh);
+  }
+  b.rope(s.q, cos, sin);
+  b.rope(s.k, cos, sin);
+  kv.append(s.k, s.v);
+  params.window = a.window;
+  kv.attend(b, s.q, params, s.attn);
+  a.o(b, s.attn.reshape({t, q_dim}), out, bf16);
+}
+
+}  // namespace fathom

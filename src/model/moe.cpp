@@ -1,0 +1,97 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace fathom {
+
+SparseMoe SparseMoe::load(const WeightLoader& w, const std::string& prefix, const ModelConfig& c) {
+  SparseMoe m;
+  m.top_k = c.num_experts_per_tok;
+  m.norm_topk_prob = c.norm_topk_prob;
+  const int64_t e = c.num_experts, hidden = c.hidden_size, inter = c.moe_intermediate_size;
+  m.router = w.f32_matrix(prefix + ".gate.weight", e, hidden);
+  const std::string fused = prefix + ".experts.gate_up_proj";
+  if (w.has(fused)) {
+    const Tensor gate_up = w.matmul_weight_stack(fused, e, 2 * inter, hidden);        // [E·2I, H]
+    const Tensor down = w.matmul_weight_stack(prefix + ".experts.down_proj", e, hidden, inter);  // [E·H, I]
+    for (int64_t i = 0; i < e; ++i) {
+      GatedMlp x;
+      x.gate.weight = gate_up.slice_rows(i * 2 * inter, i * 2 * inter + inter);  // gate is the first half
+      x.up.weight = gate_up.slice_rows(i * 2 * inter + inter, (i + 1) * 2 * inter);
+      x.down.weight = down.slice_rows(i * hidden, (i + 1) * hidden);
+      m.experts.push_back(std::move(x));
+    }
+  } else {
+    for (int64_t i = 0; i < e; ++i)
+      m.experts.push_back(GatedMlp::load(w, prefix + ".experts." + std::to_string(i), hidden, inter, false));
+  }
+  return m;
+}
+
+void route_top_k(const float* logits, int64_t experts, int64_t k, bool renormalize, std::vector<int32_t>& chosen,
+                 std::vector<float>& weights) {
+  std::vector<float> p(static_cast<size_t>(experts));
+  const float mx = *std::max_element(logits, logits + experts);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < experts; ++i) sum += p[i] = std::exp(logits[i] - mx);
+  for (auto& v : p) v /= sum;
+  std::vector<int32_t> order(static_cast<size_t>(experts));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  chosen.assign(order.begin(), order.begin() + k);
+  weights.resize(static_cast<size_t>(k));
+  float total = 0.0f;
+  for (int64_t j = 0; j < k; ++j) total += weights[j] = p[chosen[j]];
+  if (renormalize)
+    for (auto& v : weights) v /= total;
+}
+
+void SparseMoe::operator()(Backend& b, const Tensor& x, Tensor& y, bool bf16) const {
+  const int64_t t = x.dim(0), hidden = x.dim(1), e = int64_t(experts.size());
+  check(y.dim(0) == t && y.dim(1) == hidden, "moe: x ", x.shape_string(), " and y ", y.shape_string(), " disagree");
+  Tensor logits = Tensor::empty({t, e}, DType::f32);
+  b.matmul(x, router, nullptr, logits, false);  // routing in f32 even for bf16 compute: see f32_matrix
+
+  // Each expert's tokens and their routing weights, in token order.
+  std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(e));
+  std::vector<std::vector<float>> token_weights(static_cast<size_t>(e));
+  std::vector<int32_t> chosen;
+  std::vector<float> weights;
+  for (int64_t i = 0; i < t; ++i) {
+    route_top_k(logits.data<float>() + i * e, e, top_k, norm_topk_prob, chosen, weights);
+    for (int64_t j = 0; j < top_k; ++j) {
+      tokens[chosen[j]].push_back(i);
+      token_weights[chosen[j]].push_back(weights[j]);
+    }
+  }
+
+  // Only experts with tokens run; their outputs accumulate in expert order, as
+  // transformers does.
+  std::memset(y.data<float>(), 0, size_t(y.numel()) * sizeof(float));
+  for (int64_t ex = 0; ex < e; ++ex) {
+    const int64_t n = int64_t(tokens[ex].size());
+    if (n == 0) continue;
+    const GatedMlp& mlp = experts[ex];
+    Tensor in = Tensor::empty({n, hidden}, DType::f32);  // the expert's tokens, gathered
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(in.data<float>() + r * hidden, x.data<float>() + tokens[ex][r] * hidden, size_t(hidden) * 4);
+    Tensor gate = Tensor::empty({n, mlp.intermediate_size()}, DType::f32);
+    Tensor up = Tensor::empty({n, mlp.intermediate_size()}, DType::f32);
+    Tensor out = Tensor::empty({n, hidden}, DType::f32);
+    mlp(b, in, gate, up, out, GateActivation::silu, bf16);
+    for (int64_t r = 0; r < n; ++r) {
+      const float wgt = token_weights[ex][r];
+      const float* src = out.data<float>() + r * hidden;
+      float* dst = y.data<float>() + tokens[ex][r] * hidden;
+      for (int64_t d = 0; d < hidden; ++d) dst[d] += src[d] * wgt;
+    }
+  }
+}
+
+}  // namespace fathom

@@ -1,0 +1,35 @@
+#pragma once
+// A sparse mixture-of-experts MLP (Qwen3-MoE): a router picks the top-k experts
+// per token from a softmax over all experts, and only those experts run.
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/model_config.h"
+#include "model/layers.h"
+#include "model/weights.h"
+
+namespace fathom {
+
+struct SparseMoe {
+  Tensor router;                  // [experts, hidden], f32
+  std::vector<GatedMlp> experts;  // SwiGLU, moe_intermediate_size each
+  int64_t top_k = 0;
+  bool norm_topk_prob = false;
+
+  // Loads `prefix`.gate.weight and either per-expert weights
+  // (`prefix`.experts.E.{gate,up,down}_proj.weight, what transformers saves) or
+  // the fused form (`prefix`.experts.gate_up_proj [E, 2I, H], .down_proj [E, H, I]).
+  static SparseMoe load(const WeightLoader& w, const std::string& prefix, const ModelConfig& c);
+
+  // y [t, hidden] ← Σ over each token's top-k experts of weight · expert(x).
+  void operator()(Backend& b, const Tensor& x, Tensor& y, bool bf16) const;
+};
+
+// Top-k routing of one token: softmax over `logits` in f32, the k largest
+// probabilities (ties: lower expert first), renormalized to sum 1 when asked.
+// Returns the experts in descending probability; weights alongside.
+void route_top_k(const float* logits, int64_t experts, int64_t k, bool renormalize, std::vector<int32_t>& chosen,
+                 std::vector<float>& weights);
+
+}  // namespace fathom
