@@ -35,7 +35,7 @@ class CpuBackend final : public Backend {
       const int64_t n = a.M * a.K;
       rounded_bf16_.resize(size_t(n));
       if (!kernels_.bf16_dot) rounded_.resize(size_t(n));
-      pool_.parallel_for(n, 64, [&](int64_t i0, int64_t i1) {
+      small_parallel_for(n, 64, [&](int64_t i0, int64_t i1) {
         kernels_.to_bf16(a.x + i0, i1 - i0, rounded_bf16_.data() + i0);
         if (!kernels_.bf16_dot)
           for (int64_t i = i0; i < i1; ++i) rounded_[i] = bf16_to_f32(rounded_bf16_[i]);
@@ -49,8 +49,8 @@ class CpuBackend final : public Backend {
 
   void rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
     const int64_t d = w.numel();
-    const int64_t rows = x.numel() / d;
-    pool_.parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
+    small_parallel_for(x.numel(), d, [&](int64_t i0, int64_t i1) {
+      const int64_t r0 = i0 / d, r1 = i1 / d;
       cpu::rms_norm_rows(x.data<float>(), w.data<float>(), eps, d, r0, r1, y.data<float>());
     });
   }
@@ -65,13 +65,13 @@ class CpuBackend final : public Backend {
   }
 
   void silu_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    pool_.parallel_for(gate.numel(), 64, [&](int64_t i0, int64_t i1) {
+    small_parallel_for(gate.numel(), 64, [&](int64_t i0, int64_t i1) {
       cpu::silu_mul_range(gate.data<float>(), up.data<float>(), out.data<float>(), i0, i1);
     });
   }
 
   void gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    pool_.parallel_for(gate.numel(), 64, [&](int64_t i0, int64_t i1) {
+    small_parallel_for(gate.numel(), 64, [&](int64_t i0, int64_t i1) {
       cpu::gelu_tanh_mul_range(gate.data<float>(), up.data<float>(), out.data<float>(), i0, i1);
     });
   }
@@ -108,6 +108,15 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // Elementwise work below this many elements runs on the calling thread: at
+  // decode, waking the pool costs more than the work.
+  static constexpr int64_t kInlineElements = 32768;
+  template <typename Fn>
+  void small_parallel_for(int64_t n, int64_t align, Fn&& fn) {
+    if (n < kInlineElements) fn(int64_t(0), n);
+    else pool_.parallel_for(n, align, fn);
+  }
+
   ThreadPool& pool_;
   cpu::Isa isa_;
   cpu::Kernels kernels_;
