@@ -9,7 +9,26 @@ void expect_f32(const Tensor& t, const char* op, const char* what) {
 }
 }  // namespace
 
+namespace {
+void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y);
+}  // namespace
+
 void Backend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) {
+  check_matmul(x, w, bias, y);
+  matmul_impl(x, w, bias, y, bf16_inputs);
+}
+
+void Backend::matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) {
+  check(!targets.empty(), "matmul_shared: no targets");
+  for (const auto& t : targets) {
+    check(t.w && t.y, "matmul_shared: a target lacks its weight or output");
+    check_matmul(x, *t.w, t.bias, *t.y);
+  }
+  matmul_shared_impl(x, targets, bf16_inputs);
+}
+
+namespace {
+void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
   expect_f32(x, "matmul", "x");
   expect_f32(y, "matmul", "y");
   check(w.dtype() == DType::f32 || w.dtype() == DType::bf16, "matmul: weight dtype ", dtype_name(w.dtype()),
@@ -23,8 +42,8 @@ void Backend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tenso
     expect_f32(*bias, "matmul", "bias");
     check(bias->numel() == w.dim(0), "matmul: bias has ", bias->numel(), " elements for N=", w.dim(0));
   }
-  matmul_impl(x, w, bias, y, bf16_inputs);
 }
+}  // namespace
 
 void Backend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
   expect_f32(x, "rms_norm", "x");

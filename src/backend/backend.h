@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,14 @@ class Backend {
   // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N]). x and y are f32; w is f32 or bf16.
   // bf16_inputs rounds x to bf16 first (bf16 compute: bf16 products, f32 sums).
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs = false);
+  // Several matmuls of the same x (q/k/v, gate/up) in one pass: x is rounded
+  // once and all outputs are split across threads together.
+  struct MatmulTarget {
+    const Tensor* w;
+    const Tensor* bias;  // or null
+    Tensor* y;
+  };
+  void matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs = false);
   // y = x / rms(x) * w over the last dimension; x, y [rows, D] f32, w [D] f32.
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y);
   // Rotates the first 2·cos.dim(1) features of every head, halves style
@@ -70,6 +79,7 @@ class Backend {
 
  protected:
   virtual void matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) = 0;
+  virtual void matmul_shared_impl(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) = 0;
   virtual void rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
   virtual void rope_impl(Tensor& x, const Tensor& cos, const Tensor& sin) = 0;
   virtual void silu_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) = 0;

@@ -30,9 +30,10 @@ void run_self_attention(Backend& b, const SelfAttention& a, const ModelConfig& c
   const int64_t t = h.dim(0);
   const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   Tensor q2 = s.q.reshape({t, q_dim}), k2 = s.k.reshape({t, kv_dim}), v2 = s.v.reshape({t, kv_dim});
-  a.q(b, h, q2, bf16);
-  a.k(b, h, k2, bf16);
-  a.v(b, h, v2, bf16);
+  const Backend::MatmulTarget qkv[] = {{&a.q.weight, a.q.bias ? &*a.q.bias : nullptr, &q2},
+                                       {&a.k.weight, a.k.bias ? &*a.k.bias : nullptr, &k2},
+                                       {&a.v.weight, a.v.bias ? &*a.v.bias : nullptr, &v2}};
+  b.matmul_shared(h, qkv, bf16);
   if (a.q_norm) {
     Tensor qh = s.q.reshape({t * c.num_heads, c.head_dim}), kh = s.k.reshape({t * c.num_kv_heads, c.head_dim});
     b.rms_norm(qh, *a.q_norm, float(c.rms_norm_eps), qh);

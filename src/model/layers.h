@@ -44,8 +44,9 @@ struct GatedMlp {
   // x [rows, hidden] → y [rows, hidden]; gate_buf, up_buf [rows, intermediate] scratch.
   void operator()(Backend& b, const Tensor& x, Tensor& gate_buf, Tensor& up_buf, Tensor& y, GateActivation act,
                   bool bf16) const {
-    gate(b, x, gate_buf, bf16);
-    up(b, x, up_buf, bf16);
+    const Backend::MatmulTarget gate_up[] = {{&gate.weight, gate.bias ? &*gate.bias : nullptr, &gate_buf},
+                                             {&up.weight, up.bias ? &*up.bias : nullptr, &up_buf}};
+    b.matmul_shared(x, gate_up, bf16);
     if (act == GateActivation::silu) b.silu_mul(gate_buf, up_buf, gate_buf);
     else b.gelu_tanh_mul(gate_buf, up_buf, gate_buf);
     down(b, gate_buf, y, bf16);

@@ -2,6 +2,8 @@
 // random shapes that hit the K, M and N tails and the K blocking.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
 #include "test_util.h"
@@ -95,6 +97,30 @@ TEST(ToBf16, FastConversionRoundsLikeTheReference) {
     cpu::to_bf16_reference(x.data<float>(), 1000, ref.data());
     EXPECT_EQ(fast, ref) << cpu::isa_name(isa);
   }
+}
+
+TEST(Matmul, SharedInputEqualsSeparateMatmuls) {
+  auto rng = fresh_rng();
+  auto backend = make_cpu_backend();
+  for (int64_t m : {1, 9}) {
+    Tensor x = random_tensor({m, 64}, DType::f32, rng);
+    Tensor w1 = random_tensor({48, 64}, DType::bf16, rng), w2 = random_tensor({20, 64}, DType::bf16, rng);
+    Tensor bias = random_tensor({20}, DType::f32, rng);
+    Tensor y1 = Tensor::empty({m, 48}, DType::f32), y2 = Tensor::empty({m, 20}, DType::f32);
+    Tensor e1 = Tensor::empty({m, 48}, DType::f32), e2 = Tensor::empty({m, 20}, DType::f32);
+    for (bool bf16 : {false, true}) {
+      const Backend::MatmulTarget targets[] = {{&w1, nullptr, &y1}, {&w2, &bias, &y2}};
+      backend->matmul_shared(x, targets, bf16);
+      backend->matmul(x, w1, nullptr, e1, bf16);
+      backend->matmul(x, w2, &bias, e2, bf16);
+      EXPECT_EQ(0, std::memcmp(y1.raw(), e1.raw(), e1.nbytes()));
+      EXPECT_EQ(0, std::memcmp(y2.raw(), e2.raw(), e2.nbytes()));
+    }
+  }
+  Tensor x = random_tensor({2, 64}, DType::f32, rng), w = random_tensor({8, 32}, DType::f32, rng);
+  Tensor y = Tensor::empty({2, 8}, DType::f32);
+  const Backend::MatmulTarget bad[] = {{&w, nullptr, &y}};
+  EXPECT_THROW(backend->matmul_shared(x, bad), Error);
 }
 
 TEST(Matmul, BackendChecksShapes) {

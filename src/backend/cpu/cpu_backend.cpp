@@ -20,31 +20,51 @@ class CpuBackend final : public Backend {
 
  protected:
   void matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) override {
-    cpu::MatmulArgs a;
-    a.M = x.dim(0);
-    a.K = x.dim(1);
-    a.N = w.dim(0);
-    a.x = x.data<float>();
-    a.w = w.raw();
-    a.w_dtype = w.dtype();
-    a.bias = bias ? bias->data<float>() : nullptr;
-    a.y = y.data<float>();
+    const MatmulTarget target{&w, bias, &y};
+    matmul_shared_impl(x, {&target, 1}, bf16_inputs);
+  }
+
+  void matmul_shared_impl(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) override {
+    cpu::MatmulArgs base;
+    base.M = x.dim(0);
+    base.K = x.dim(1);
+    base.x = x.data<float>();
     if (bf16_inputs) {
       // Round x to bf16 once. Kernels without a bf16 dot product multiply
       // the rounded values widened back to f32, which gives the same products.
-      const int64_t n = a.M * a.K;
+      const int64_t n = base.M * base.K;
       rounded_bf16_.resize(size_t(n));
       if (!kernels_.bf16_dot) rounded_.resize(size_t(n));
       small_parallel_for(n, 64, [&](int64_t i0, int64_t i1) {
-        kernels_.to_bf16(a.x + i0, i1 - i0, rounded_bf16_.data() + i0);
+        kernels_.to_bf16(base.x + i0, i1 - i0, rounded_bf16_.data() + i0);
         if (!kernels_.bf16_dot)
           for (int64_t i = i0; i < i1; ++i) rounded_[i] = bf16_to_f32(rounded_bf16_[i]);
       });
-      a.xb = rounded_bf16_.data();
-      if (!kernels_.bf16_dot) a.x = rounded_.data();
+      base.xb = rounded_bf16_.data();
+      if (!kernels_.bf16_dot) base.x = rounded_.data();
+    }
+    // The outputs side by side: one split of their total N across threads.
+    std::vector<cpu::MatmulArgs> args;
+    std::vector<int64_t> first_column;
+    int64_t total = 0;
+    for (const auto& t : targets) {
+      cpu::MatmulArgs a = base;
+      a.N = t.w->dim(0);
+      a.w = t.w->raw();
+      a.w_dtype = t.w->dtype();
+      a.bias = t.bias ? t.bias->data<float>() : nullptr;
+      a.y = t.y->data<float>();
+      args.push_back(a);
+      first_column.push_back(total);
+      total += a.N;
     }
     auto slice = kernels_.matmul;
-    pool_.parallel_for(a.N, 16, [&](int64_t n0, int64_t n1) { slice(a, n0, n1); });
+    pool_.parallel_for(total, 16, [&](int64_t n0, int64_t n1) {
+      for (size_t i = 0; i < args.size(); ++i) {
+        const int64_t lo = std::max(n0, first_column[i]), hi = std::min(n1, first_column[i] + args[i].N);
+        if (lo < hi) slice(args[i], lo - first_column[i], hi - first_column[i]);
+      }
+    });
   }
 
   void rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
