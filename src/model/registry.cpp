@@ -19,7 +19,7 @@ const Architecture kArchitectures[] = {
     {"mistral", make_llama_family},
     {"qwen2", make_llama_family},
     {"qwen3", make_llama_family},
-    {"qwen3_moe", make_qwen3_moe},
+    {"qwen3_moe", make_llama_family},
     {"gemma3_text", make_gemma3},
     {"gemma3", make_gemma3},
 };

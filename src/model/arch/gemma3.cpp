@@ -5,10 +5,10 @@
 // final logit soft-capping.
 #include <cmath>
 
-#include "backend/backend.h"
 #include "core/error.h"
 #include "model/arch/architectures.h"
 #include "model/attention.h"
+#include "model/decoder_model.h"
 #include "model/layers.h"
 #include "model/rope.h"
 
@@ -38,18 +38,14 @@ std::string text_prefix(const WeightLoader& w) {
   fail("gemma3: no embed_tokens.weight under model., model.language_model. or language_model.model.");
 }
 
-class Gemma3Model final : public Model {
+class Gemma3Model final : public DecoderModel {
  public:
   Gemma3Model(ModelConfig config, WeightStore weights, const LoadOptions& options)
-      : Model(options.kv_scheme),
-        config_(std::move(config)),
-        weights_(std::move(weights)),
-        dtype_(options.dtype),
-        backend_(make_cpu_backend()),
+      : DecoderModel(std::move(config), std::move(weights), options),
         global_rope_(config_.rope, config_.head_dim, config_.max_position_embeddings),
         local_rope_(config_.local_rope.value_or(config_.rope), config_.head_dim, config_.max_position_embeddings) {
     const ModelConfig& c = config_;
-    options.kv_scheme.validate_for(c);
+    require_attention_layers();
     check(!c.attn_logit_softcapping, "gemma3: attn_logit_softcapping (", c.attn_logit_softcapping.value_or(0.0),
           ") is not supported by the attention op yet");
     check(c.hidden_activation == "gelu_pytorch_tanh" || c.hidden_activation == "gelu_tanh",
@@ -62,7 +58,6 @@ class Gemma3Model final : public Model {
     embed_scale_ = float(std::sqrt(double(c.hidden_size)));
     if (dtype_ == ComputeDType::bf16) embed_scale_ = bf16_to_f32(f32_to_bf16(embed_scale_));
     for (int64_t i = 0; i < c.num_layers; ++i) {
-      check(c.layer_types[i] != LayerKind::linear_attention, "gemma3: layer ", i, " is linear_attention");
       const std::string p = root + "layers." + std::to_string(i);
       GemmaDecoderLayer l;
       l.input_norm = one_plus(w.vector(p + ".input_layernorm.weight", c.hidden_size));
@@ -80,25 +75,14 @@ class Gemma3Model final : public Model {
                              : w.has("language_model.lm_head.weight") ? "language_model.lm_head.weight"
                                                                       : root + "embed_tokens.weight";
     lm_head_ = w.matmul_weight(head, c.vocab_size, c.hidden_size);
-    weight_bytes_ = weights_.total_bytes() + w.converted_bytes();
+    count_weight_bytes(w);
   }
-
-  const ModelConfig& config() const override { return config_; }
-  ComputeDType compute_dtype() const override { return dtype_; }
-  int64_t weight_bytes() const override { return weight_bytes_; }
-  std::string backend_name() const override { return backend_->name(); }
-  std::unique_ptr<SequenceState> new_state(int64_t capacity) const override { return make_state(config_, capacity); }
 
   Tensor forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
     const ModelConfig& c = config_;
     const int64_t t = int64_t(ids.size());
-    check(t > 0, "forward: no tokens");
-    check(int64_t(state.kv.size()) == c.num_layers, "forward: state has ", state.kv.size(), " layers, model ",
-          c.num_layers);
-    const int64_t first = state.length();
-    check(first + t <= state.capacity(), "forward: ", first, " + ", t, " tokens exceed the sequence capacity of ",
-          state.capacity());
-    const bool bf16 = dtype_ == ComputeDType::bf16;
+    const int64_t first = begin_step(state, t);
+    const bool bf16 = this->bf16();
     Backend& b = *backend_;
 
     Tensor x = Tensor::empty({t, c.hidden_size}, DType::f32);  // residual stream
@@ -138,28 +122,18 @@ class Gemma3Model final : public Model {
 
     state.end_step();
 
-    const Tensor last = all_logits ? x : x.slice_rows(t - 1, t);
-    Tensor normed = Tensor::empty(last.shape(), DType::f32);
-    b.rms_norm(last, final_norm_, eps, normed);
-    Tensor logits = Tensor::empty({last.dim(0), c.vocab_size}, DType::f32);
-    b.matmul(normed, lm_head_, nullptr, logits, bf16);
+    Tensor out = logits(x, all_logits);
     if (c.final_logit_softcapping) {
       const float cap = float(*c.final_logit_softcapping);
-      for (int64_t i = 0; i < logits.numel(); ++i) logits.data<float>()[i] = std::tanh(logits.data<float>()[i] / cap) * cap;
+      for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = std::tanh(out.data<float>()[i] / cap) * cap;
     }
-    return logits;
+    return out;
   }
 
  private:
-  ModelConfig config_;
-  WeightStore weights_;
-  ComputeDType dtype_;
-  std::unique_ptr<Backend> backend_;
   RopeTable global_rope_, local_rope_;
-  Tensor embed_, final_norm_, lm_head_;
   float embed_scale_ = 1.0f;
   std::vector<GemmaDecoderLayer> layers_;
-  int64_t weight_bytes_ = 0;
 };
 
 }  // namespace

@@ -1,0 +1,48 @@
+#pragma once
+// What every decoder-only architecture shares: the loaded weights, the
+// backend, the embedding / final norm / LM head, the per-step argument checks
+// and the final projection to logits. Architecture files add their layers.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace fathom {
+
+class DecoderModel : public Model {
+ public:
+  const ModelConfig& config() const override { return config_; }
+  ComputeDType compute_dtype() const override { return dtype_; }
+  int64_t weight_bytes() const override { return weight_bytes_; }
+  std::string backend_name() const override { return backend_->name(); }
+  std::unique_ptr<SequenceState> new_state(int64_t capacity) const override { return make_state(config_, capacity); }
+
+ protected:
+  DecoderModel(ModelConfig config, WeightStore weights, const LoadOptions& options);
+
+  // Rejects linear-attention layers, which these decoders do not have.
+  void require_attention_layers() const;
+  // Checks a step of t tokens against the state; returns its first position.
+  int64_t begin_step(const SequenceState& state, int64_t t) const;
+  // final_norm then lm_head over every row of x, or its last row only.
+  Tensor logits(const Tensor& x, bool all_logits) const;
+  bool bf16() const { return dtype_ == ComputeDType::bf16; }
+  // Call last in the architecture's constructor: weights mapped plus converted.
+  void count_weight_bytes(const WeightLoader& w) { weight_bytes_ = weights_.total_bytes() + w.converted_bytes(); }
+
+  ModelConfig config_;
+  WeightStore weights_;
+  ComputeDType dtype_;
+  std::unique_ptr<Backend> backend_;
+  Tensor embed_, final_norm_, lm_head_;
+
+ private:
+  int64_t weight_bytes_ = 0;
+};
+
+}  // namespace fathom
