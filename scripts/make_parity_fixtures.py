@@ -177,6 +177,98 @@ CASES = [
                "(1 + w) RMSNorms with w ~ 0.1 N(0,1), q/k norms, embeddings scaled by sqrt(128); RoPE: global "
                "linear factor 8 theta 1e6, local default theta 1e4; untied lm_head, no softcapping, f32."),
     ),
+    dict(
+        name="qwen3_next_moe",
+        cls="Qwen3NextForCausalLM", cfg="Qwen3NextConfig", dtype="float32", seed=11011, norm_center=0.0,
+        prompt_len=80,
+        kw=dict(vocab_size=512, hidden_size=96, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                num_hidden_layers=4, intermediate_size=160, tie_word_embeddings=False,
+                layer_types=["linear_attention", "linear_attention", "full_attention", "linear_attention"],
+                linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=24,
+                linear_num_key_heads=2, linear_num_value_heads=4,
+                decoder_sparse_step=1, mlp_only_layers=[1], moe_intermediate_size=48,
+                shared_expert_intermediate_size=40, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+                max_position_embeddings=512, rms_norm_eps=1e-6,
+                rope_parameters=rope("default", 10000.0, partial_rotary_factor=0.25)),
+        notes=("Qwen3-Next, 4 layers (linear, linear, full, linear): Gated DeltaNet layers with 2 key heads of "
+               "dim 16 and 4 value heads of dim 24, conv kernel 4; gated full attention (q_proj emits query and "
+               "output gate) 4q/2kv heads of head_dim 32, partial rotary 0.25; MoE on layers 0, 2, 3 (8 experts, "
+               "top-2, norm_topk_prob, shared expert of 40 with sigmoid gate), dense MLP on layer 1 "
+               "(mlp_only_layers); (1 + w) RMSNorms (w ~ 0.1 N(0,1)), gated RMSNorm weights ~ 1 + 0.1 N(0,1); "
+               "prompt of 80 tokens (> the 64-token chunk of transformers' chunked delta rule), untied, f32."),
+    ),
+    dict(
+        name="qwen3_5_text",
+        cls="Qwen3_5ForCausalLM", cfg="Qwen3_5TextConfig", dtype="float32", seed=12012, norm_center=0.0,
+        prompt_len=80,
+        kw=dict(vocab_size=512, hidden_size=96, num_attention_heads=4, num_key_value_heads=1, head_dim=32,
+                num_hidden_layers=4, intermediate_size=160, tie_word_embeddings=False,
+                layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+                linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                linear_num_key_heads=2, linear_num_value_heads=6,
+                max_position_embeddings=512, rms_norm_eps=1e-6,
+                rope_parameters=rope("default", 10000000.0, partial_rotary_factor=0.25,
+                                     mrope_section=[2, 1, 1], mrope_interleaved=True)),
+        notes=("Qwen3.5 text (dense), 4 layers (linear, full, linear, full): Gated DeltaNet with 2 key heads and "
+               "6 value heads (3 value heads per key head) of dim 16; gated attention 4q/1kv of head_dim 32, "
+               "partial rotary 0.25 with interleaved M-RoPE sections (identical for text positions), dense SwiGLU "
+               "MLP; prompt of 80 tokens; untied, f32."),
+    ),
+    dict(
+        name="qwen3_5_nested",
+        cls="Qwen3_5ForConditionalGeneration", cfg="Qwen3_5Config", dtype="bfloat16", seed=13013, norm_center=0.0,
+        prompt_len=72,
+        kw=dict(text_config=dict(vocab_size=512, hidden_size=64, num_attention_heads=2, num_key_value_heads=1,
+                                 head_dim=32, num_hidden_layers=2, intermediate_size=128, tie_word_embeddings=False,
+                                 layer_types=["linear_attention", "full_attention"],
+                                 linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                                 linear_num_key_heads=2, linear_num_value_heads=2,
+                                 max_position_embeddings=512, rms_norm_eps=1e-6,
+                                 rope_parameters=rope("default", 10000000.0, partial_rotary_factor=0.25,
+                                                      mrope_section=[2, 1, 1], mrope_interleaved=True)),
+                vision_config=dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                                   patch_size=4, num_position_embeddings=16),
+                tie_word_embeddings=False),
+        notes=("Qwen3.5 multimodal folder (model_type qwen3_5, the text model nested under text_config, weights "
+               "under model.language_model.*, a tiny vision tower fathom ignores): 2 layers (linear, full), bf16 "
+               "weights, reference in f32 from the bf16 weights, prompt 72, untied."),
+    ),
+    dict(
+        name="gemma4_ple_shared_kv",
+        cls="Gemma4ForCausalLM", cfg="Gemma4TextConfig", dtype="float32", seed=14014,
+        kw=dict(vocab_size=512, hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                global_head_dim=64, num_hidden_layers=6, intermediate_size=192, tie_word_embeddings=False,
+                layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+                             "sliding_attention", "full_attention"],
+                sliding_window=12, num_kv_shared_layers=2, hidden_size_per_layer_input=16,
+                vocab_size_per_layer_input=512, use_double_wide_mlp=True, final_logit_softcapping=3.0,
+                hidden_activation="gelu_pytorch_tanh", max_position_embeddings=512, rms_norm_eps=1e-6,
+                rope_parameters={"sliding_attention": rope("default", 10000.0),
+                                 "full_attention": rope("proportional", 1000000.0, partial_rotary_factor=0.25)}),
+        notes=("Gemma 4 text (E-series shape), 6 layers S S F S S F, sliding_window 12 < prompt 40, sliding "
+               "head_dim 32 and global head_dim 64 (per_layer_config), 4q/2kv heads; the last 2 layers share KV "
+               "(layer 4 reads layer 3's, layer 5 reads layer 2's) and use the double-wide MLP; per-layer inputs "
+               "of 16 per layer; proportional partial RoPE 0.25 on global layers; final logit soft-capping 3 (active "
+               "at these logit sizes); layer_scalar buffers ~ U(0.5, 1.5); untied (tied N(0,1) embeddings times "
+               "Gemma's sqrt(hidden) make the model echo its input), f32."),
+    ),
+    dict(
+        name="gemma4_moe_k_eq_v",
+        cls="Gemma4ForCausalLM", cfg="Gemma4TextConfig", dtype="float32", seed=15015,
+        kw=dict(vocab_size=512, hidden_size=96, num_attention_heads=4, num_key_value_heads=2, head_dim=24,
+                global_head_dim=48, num_global_key_value_heads=1, attention_k_eq_v=True,
+                num_hidden_layers=4, intermediate_size=64, tie_word_embeddings=False,
+                layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                sliding_window=10, num_kv_shared_layers=0, hidden_size_per_layer_input=0,
+                enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32,
+                hidden_activation="gelu_pytorch_tanh", max_position_embeddings=512, rms_norm_eps=1e-6,
+                rope_parameters={"sliding_attention": rope("default", 10000.0),
+                                 "full_attention": rope("proportional", 1000000.0, partial_rotary_factor=0.25)}),
+        notes=("Gemma 4 text (26B-A4B shape), 4 layers S F S F, sliding_window 10, sliding head_dim 24 with 2 kv "
+               "heads, global head_dim 48 with 1 kv head and attention_k_eq_v (values = keys' projection); dense "
+               "MLP plus a MoE block (4 experts, top-2, router with per-expert scale) on every layer; no per-layer "
+               "inputs; untied, f32."),
+    ),
 ]
 
 
@@ -235,14 +327,26 @@ def reinit_(model, gen, resid_scale=1.0, norm_center=1.0):
                     m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=gen))
                     touched.add(id(m.bias))
             elif "norm" in type(m).__name__.lower():
+                # gated RMSNorms (Qwen3-Next) multiply by w, not 1 + w
+                center = 1.0 if "gated" in type(m).__name__.lower() else norm_center
                 for pn, p in m.named_parameters(recurse=False):
                     if id(p) in touched:
                         continue
                     if pn == "weight":
-                        p.copy_(norm_center + 0.1 * torch.randn(p.shape, generator=gen))
+                        p.copy_(center + 0.1 * torch.randn(p.shape, generator=gen))
                     else:
                         p.copy_(0.1 * torch.randn(p.shape, generator=gen))
                     touched.add(id(p))
+        for n, p in model.named_parameters():
+            if id(p) in touched or p.dim() >= 2:
+                continue
+            # other vectors (DeltaNet's A_log and dt_bias, router scales): their init plus noise
+            p.add_(0.1 * torch.randn(p.shape, generator=gen))
+            touched.add(id(p))
+            log(f"  perturbed vector parameter {n} {tuple(p.shape)} by 0.1 N(0,1)")
+        for n, b in model.named_buffers():
+            if n.endswith("layer_scalar"):  # Gemma 4's per-layer output scale, saved with the weights
+                b.copy_(0.5 + torch.rand(b.shape, generator=gen))
         for n, p in model.named_parameters():
             if id(p) in touched or p.dim() < 2:
                 continue
@@ -344,9 +448,9 @@ def build_case(case, out_root):
         if model.generation_config is not None:
             model.generation_config.bos_token_id = BOS
             model.generation_config.eos_token_id = EOS
-        vocab = cfg.vocab_size
+        vocab = cfg.get_text_config().vocab_size
         pgen = torch.Generator().manual_seed(seed + 17)
-        prompt = torch.randint(3, vocab, (T_PROMPT,), generator=pgen).tolist()
+        prompt = torch.randint(3, vocab, (case.get("prompt_len", T_PROMPT),), generator=pgen).tolist()
 
         if os.path.exists(d):
             shutil.rmtree(d)
@@ -433,6 +537,8 @@ def build_case(case, out_root):
     # ---- log what was written
     with open(os.path.join(d, "config.json")) as f:
         cj = json.load(f)
+    top_model_type = cj.get("model_type")
+    cj = cj.get("text_config", cj)
     log("  config.json:", json.dumps(cj, sort_keys=True))
     with open(os.path.join(d, "generation_config.json")) as f:
         log("  generation_config.json:", json.dumps(json.load(f), sort_keys=True))
@@ -440,7 +546,7 @@ def build_case(case, out_root):
     log(f"  weight files: {files}  index: {os.path.exists(os.path.join(d, 'model.safetensors.index.json'))}")
     for k, (fn, dt, sh) in sorted(wts.items()):
         log(f"    {k:50s} {dt:5s} {sh} [{fn}]")
-    wdts = {dt for (_, dt, _) in wts.values()}
+    wdts = {dt for k, (_, dt, _) in wts.items() if "visual" not in k}
     exp_dt = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}[case["dtype"]]
     assert wdts == {exp_dt}, (wdts, exp_dt)
     has_head = "lm_head.weight" in wts
@@ -449,7 +555,7 @@ def build_case(case, out_root):
     hd = cj.get("head_dim") or cj["hidden_size"] // cj["num_attention_heads"]
     rp = cj.get("rope_parameters") or cj.get("rope_scaling") or {}
     summary = {
-        "case": name, "model_type": cj.get("model_type"), "dtype": case["dtype"],
+        "case": name, "model_type": top_model_type, "dtype": case["dtype"],
         "layers": cj["num_hidden_layers"], "heads": cj["num_attention_heads"],
         "kv_heads": cj.get("num_key_value_heads"), "head_dim": hd, "hidden": cj["hidden_size"],
         "vocab": cj["vocab_size"], "rope_type": rp.get("rope_type", rp.get("type")),
