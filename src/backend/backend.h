@@ -23,8 +23,9 @@ struct KvRowReader {
 
 // One layer's cached keys and values as attention reads them:
 // k and v are [kv_heads, capacity, head_dim] (head_stride = capacity * head_dim
-// elements), positions [0, length) are valid. With a reader, k/v/dtype are
-// unused and rows come from the reader.
+// elements), rows [0, length) are valid and row j holds position
+// first_position + j (a sliding-window cache has dropped the older ones).
+// With a reader, k/v/dtype are unused and rows come from the reader.
 struct KvView {
   const KvRowReader* reader = nullptr;
   const void* k = nullptr;
@@ -32,8 +33,10 @@ struct KvView {
   DType dtype = DType::f32;  // f32 or bf16
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t length = 0;
+  int64_t length = 0;  // rows
   int64_t head_stride = 0;
+  int64_t first_position = 0;
+  int64_t end_position() const { return first_position + length; }
 };
 
 struct AttentionParams {

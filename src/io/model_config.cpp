@@ -99,9 +99,10 @@ RopeConfig parse_rope_params(const json& params, const json& c, double default_t
     r.mscale_all_dim = params["mscale_all_dim"].get<double>();
   r.truncate = optional_field<bool>(params, "truncate", true);
   if (r.type == "mrope") r.type = "default";  // text-only use of multimodal rope
-  check(r.type == "default" || r.type == "linear" || r.type == "llama3" || r.type == "yarn",
-        "config.json: unsupported rope type \"", r.type, "\" (supported: default, linear, llama3, yarn)");
-  if (r.type != "default")
+  check(r.type == "default" || r.type == "linear" || r.type == "llama3" || r.type == "yarn" ||
+            r.type == "proportional",
+        "config.json: unsupported rope type \"", r.type, "\" (supported: default, linear, llama3, yarn, proportional)");
+  if (r.type != "default" && r.type != "proportional")
     check(r.factor.has_value() || r.type == "yarn", "config.json: rope type ", r.type, " needs a factor");
   return r;
 }
@@ -111,6 +112,57 @@ LayerKind parse_layer_kind(const std::string& s) {
   if (s == "sliding_attention") return LayerKind::sliding_attention;
   if (s == "linear_attention") return LayerKind::linear_attention;
   fail("config.json: unknown layer type \"", s, "\" in layer_types");
+}
+
+// layer_head_dim / layer_kv_heads from per_layer_config (keys are layer
+// indices, possibly zero-padded: "05") and kv_source_layer from
+// num_kv_shared_layers.
+void parse_per_layer_shapes(const json& c, ModelConfig& m) {
+  m.layer_head_dim.assign(size_t(m.num_layers), m.head_dim);
+  m.layer_kv_heads.assign(size_t(m.num_layers), m.num_kv_heads);
+  if (m.model_type == "gemma4_text" && !c.contains("per_layer_config")) {
+    // Configs without per_layer_config: transformers gives every global layer
+    // global_head_dim (default 512) and, with attention_k_eq_v,
+    // num_global_key_value_heads.
+    const int64_t global_head_dim = optional_field<int64_t>(c, "global_head_dim", 512);
+    const int64_t global_kv_heads = m.attention_k_eq_v ? optional_field<int64_t>(c, "num_global_key_value_heads", m.num_kv_heads) : m.num_kv_heads;
+    for (int64_t i = 0; i < m.num_layers; ++i)
+      if (m.layer_types[size_t(i)] == LayerKind::full_attention) {
+        m.layer_head_dim[size_t(i)] = global_head_dim;
+        m.layer_kv_heads[size_t(i)] = global_kv_heads;
+      }
+  }
+  if (c.contains("per_layer_config") && c["per_layer_config"].is_object()) {
+    for (const auto& [key, value] : c["per_layer_config"].items()) {
+      int64_t layer = -1;
+      try {
+        size_t used = 0;
+        layer = std::stoll(key, &used);
+        if (used != key.size()) layer = -1;
+      } catch (const std::exception&) {
+      }
+      check(layer >= 0 && layer < m.num_layers, "config.json: per_layer_config key \"", key,
+            "\" is not a layer index below ", m.num_layers);
+      check(value.is_object(), "config.json: per_layer_config[\"", key, "\"] must be an object");
+      m.layer_head_dim[size_t(layer)] = optional_field<int64_t>(value, "head_dim", m.head_dim);
+      m.layer_kv_heads[size_t(layer)] = optional_field<int64_t>(value, "num_key_value_heads", m.num_kv_heads);
+      check(m.layer_head_dim[size_t(layer)] > 0 && m.layer_head_dim[size_t(layer)] % 2 == 0 &&
+                m.layer_kv_heads[size_t(layer)] > 0 && m.num_heads % m.layer_kv_heads[size_t(layer)] == 0,
+            "config.json: per_layer_config[\"", key, "\"] has a bad head_dim or num_key_value_heads");
+    }
+  }
+  m.kv_source_layer.resize(size_t(m.num_layers));
+  const int64_t first_shared = m.num_layers - m.num_kv_shared_layers;
+  for (int64_t i = 0; i < m.num_layers; ++i) {
+    m.kv_source_layer[size_t(i)] = i;
+    if (i < first_shared) continue;
+    int64_t source = -1;
+    for (int64_t j = first_shared - 1; j >= 0 && source < 0; --j)
+      if (m.layer_types[size_t(j)] == m.layer_types[size_t(i)]) source = j;
+    check(source >= 0, "config.json: KV-shared layer ", i, " (", layer_kind_name(m.layer_types[size_t(i)]),
+          ") has no earlier layer of its type to share with");
+    m.kv_source_layer[size_t(i)] = source;
+  }
 }
 
 }  // namespace
@@ -139,9 +191,12 @@ ModelConfig parse_model_config(const json& root) {
   m.max_position_embeddings = optional_field<int64_t>(c, "max_position_embeddings", 4096);
   m.tie_word_embeddings = optional_field<bool>(c, "tie_word_embeddings", optional_field<bool>(root, "tie_word_embeddings", false));
   const bool gemma3 = m.model_type == "gemma3_text";
+  const bool gemma4 = m.model_type == "gemma4_text";
+  const bool qwen_next = m.model_type == "qwen3_next" || m.model_type == "qwen3_5_text" || m.model_type == "qwen3_5_moe_text";
   m.rope = parse_rope(c, gemma3 ? 1000000.0 : 10000.0);
-  check(m.rotary_dim() % 2 == 0 && m.rotary_dim() <= m.head_dim, "config.json: rotary dim ", m.rotary_dim(),
-        " must be even and at most head_dim");
+  check(m.rope.type == "proportional" || m.rotary_dim() % 2 == 0, "config.json: rotary dim ", m.rotary_dim(), " must be even");
+  check(m.rotary_dim() <= m.head_dim, "config.json: rotary dim ", m.rotary_dim(),
+        " must be at most head_dim");
 
   const bool attention_bias = optional_field<bool>(c, "attention_bias", false);
   m.mlp_bias = optional_field<bool>(c, "mlp_bias", false);
@@ -152,9 +207,9 @@ ModelConfig parse_model_config(const json& root) {
     m.qkv_bias = attention_bias;
     m.o_bias = attention_bias;
   }
-  m.qk_norm = m.model_type == "qwen3" || m.model_type == "qwen3_moe" || gemma3;
+  m.qk_norm = m.model_type == "qwen3" || m.model_type == "qwen3_moe" || gemma3 || gemma4 || qwen_next;
 
-  if (m.model_type == "qwen3_moe") {
+  if (m.model_type == "qwen3_moe" || qwen_next) {
     m.num_experts = optional_field<int64_t>(c, "num_experts", optional_field<int64_t>(c, "num_local_experts", 0));
     m.num_experts_per_tok = optional_field<int64_t>(c, "num_experts_per_tok", 0);
     m.moe_intermediate_size = optional_field<int64_t>(c, "moe_intermediate_size", 0);
@@ -167,9 +222,46 @@ ModelConfig parse_model_config(const json& root) {
             "config.json: num_experts_per_tok (", m.num_experts_per_tok, ") must be in [1, num_experts = ",
             m.num_experts, "] and moe_intermediate_size (", m.moe_intermediate_size, ") positive");
   }
-  if (gemma3) {
+  if (qwen_next) {
+    m.attn_output_gate = true;
+    m.shared_expert_intermediate_size = optional_field<int64_t>(c, "shared_expert_intermediate_size", 0);
+    ModelConfig::LinearAttention la;
+    la.num_key_heads = require<int64_t>(c, "linear_num_key_heads");
+    la.num_value_heads = require<int64_t>(c, "linear_num_value_heads");
+    la.key_head_dim = require<int64_t>(c, "linear_key_head_dim");
+    la.value_head_dim = require<int64_t>(c, "linear_value_head_dim");
+    la.conv_kernel = require<int64_t>(c, "linear_conv_kernel_dim");
+    check(la.num_key_heads > 0 && la.num_value_heads > 0 && la.key_head_dim > 0 && la.value_head_dim > 0 &&
+              la.conv_kernel > 0,
+          "config.json: linear attention sizes must be positive");
+    check(la.num_value_heads % la.num_key_heads == 0, "config.json: linear_num_value_heads (", la.num_value_heads,
+          ") is not a multiple of linear_num_key_heads (", la.num_key_heads, ")");
+    m.linear_attention = la;
+  }
+  if (gemma4) {
+    m.hidden_size_per_layer_input = optional_field<int64_t>(c, "hidden_size_per_layer_input", 0);
+    m.vocab_size_per_layer_input = optional_field<int64_t>(c, "vocab_size_per_layer_input", m.vocab_size);
+    m.attention_k_eq_v = optional_field<bool>(c, "attention_k_eq_v", false);
+    m.num_kv_shared_layers = optional_field<int64_t>(c, "num_kv_shared_layers", 0);
+    m.use_double_wide_mlp = optional_field<bool>(c, "use_double_wide_mlp", false);
+    m.enable_moe_block = optional_field<bool>(c, "enable_moe_block", false);
+    check(m.num_kv_shared_layers >= 0 && m.num_kv_shared_layers < m.num_layers,
+          "config.json: num_kv_shared_layers (", m.num_kv_shared_layers, ") must be in [0, num_hidden_layers)");
+    if (m.enable_moe_block) {
+      m.num_experts = require<int64_t>(c, "num_experts");
+      m.num_experts_per_tok = require<int64_t>(c, "top_k_experts");
+      m.moe_intermediate_size = require<int64_t>(c, "moe_intermediate_size");
+      check(m.num_experts > 0 && m.num_experts_per_tok > 0 && m.num_experts_per_tok <= m.num_experts &&
+                m.moe_intermediate_size > 0,
+            "config.json: top_k_experts (", m.num_experts_per_tok, ") must be in [1, num_experts = ", m.num_experts,
+            "] and moe_intermediate_size (", m.moe_intermediate_size, ") positive");
+      m.decoder_sparse_step = 1;
+    }
+  }
+  if (gemma3 || gemma4) {
     m.local_rope = parse_local_rope(c);
-    m.query_pre_attn_scalar = optional_field<double>(c, "query_pre_attn_scalar", 256.0);
+    // Gemma 4 scales attention by 1 (its q/k norms fix the magnitude).
+    m.query_pre_attn_scalar = optional_field<double>(c, "query_pre_attn_scalar", gemma4 ? 1.0 : 256.0);
     if (c.contains("attn_logit_softcapping") && c["attn_logit_softcapping"].is_number())
       m.attn_logit_softcapping = c["attn_logit_softcapping"].get<double>();
     if (c.contains("final_logit_softcapping") && c["final_logit_softcapping"].is_number())
@@ -199,14 +291,19 @@ ModelConfig parse_model_config(const json& root) {
     const int64_t pattern = optional_field<int64_t>(c, "sliding_window_pattern", optional_field<int64_t>(c, "_sliding_window_pattern", 6));
     for (int64_t i = 0; i < m.num_layers; ++i) {
       bool sliding = use_sliding && m.sliding_window && i >= first_sliding;
-      if (gemma3) sliding = m.sliding_window && pattern > 0 && (i + 1) % pattern != 0;
+      if (gemma3 || gemma4) sliding = m.sliding_window && pattern > 0 && (i + 1) % pattern != 0;
       m.layer_types.push_back(sliding ? LayerKind::sliding_attention : LayerKind::full_attention);
     }
   }
   for (LayerKind k : m.layer_types)
+    check(k != LayerKind::linear_attention || m.linear_attention.has_value(), "config.json: model_type ",
+          m.model_type, " has linear_attention layers but no linear attention sizes (linear_num_key_heads, ...)");
+  for (LayerKind k : m.layer_types)
     if (k == LayerKind::sliding_attention)
       check(m.sliding_window.has_value() && *m.sliding_window > 0,
             "config.json: sliding_attention layers need a positive sliding_window");
+
+  parse_per_layer_shapes(c, m);
 
   if (c.contains("eos_token_id")) m.eos_token_ids = token_id_list(c["eos_token_id"]);
   else if (root.contains("eos_token_id")) m.eos_token_ids = token_id_list(root["eos_token_id"]);

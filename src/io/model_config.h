@@ -14,7 +14,10 @@ enum class LayerKind { full_attention, sliding_attention, linear_attention };
 const char* layer_kind_name(LayerKind kind);
 
 struct RopeConfig {
-  std::string type = "default";  // default | linear | llama3 | yarn
+  // default | linear | llama3 | yarn | proportional (Gemma 4: rotate pairs
+  // across the whole head_dim, the last (1 - partial_rotary_factor) of the
+  // frequencies zero)
+  std::string type = "default";
   double theta = 10000.0;
   double partial_rotary_factor = 1.0;
   std::optional<double> factor;
@@ -68,6 +71,47 @@ struct ModelConfig {
   std::optional<double> attn_logit_softcapping;
   std::optional<double> final_logit_softcapping;
   std::string hidden_activation = "silu";
+
+  // Per-layer attention shapes (every model): Gemma 4's global layers have
+  // their own head_dim and kv-head count (per_layer_config). kv_source_layer[i]
+  // is the layer whose cache layer i reads: i itself, or for Gemma 4's
+  // num_kv_shared_layers last layers the last earlier layer of the same type,
+  // in which case layer i owns no cache.
+  // (Empty vectors, in hand-built configs, mean the uniform values.)
+  std::vector<int64_t> layer_head_dim, layer_kv_heads, kv_source_layer;
+  int64_t head_dim_of(int64_t layer) const { return layer_head_dim.empty() ? head_dim : layer_head_dim[size_t(layer)]; }
+  int64_t kv_heads_of(int64_t layer) const { return layer_kv_heads.empty() ? num_kv_heads : layer_kv_heads[size_t(layer)]; }
+  int64_t kv_source_of(int64_t layer) const { return kv_source_layer.empty() ? layer : kv_source_layer[size_t(layer)]; }
+  bool owns_kv(int64_t layer) const {
+    return layer_types[size_t(layer)] != LayerKind::linear_attention && kv_source_of(layer) == layer;
+  }
+
+  // Gated DeltaNet (linear_attention layers of Qwen3-Next / Qwen3.5).
+  struct LinearAttention {
+    int64_t num_key_heads = 0, num_value_heads = 0, key_head_dim = 0, value_head_dim = 0, conv_kernel = 0;
+    int64_t key_dim() const { return num_key_heads * key_head_dim; }
+    int64_t value_dim() const { return num_value_heads * value_head_dim; }
+    int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q, k and v go through the conv
+    // f32 state of one layer: the last conv_kernel - 1 inputs of the conv and
+    // the [value_heads, key_head_dim, value_head_dim] recurrent matrix.
+    int64_t state_bytes() const {
+      return int64_t(sizeof(float)) *
+             (conv_dim() * (conv_kernel - 1) + num_value_heads * key_head_dim * value_head_dim);
+    }
+  };
+  std::optional<LinearAttention> linear_attention;
+  // Qwen3-Next / Qwen3.5: q_proj also emits a per-head output gate (sigmoid).
+  bool attn_output_gate = false;
+  // Qwen3-Next MoE: a shared expert (with a sigmoid gate) beside the routed ones.
+  int64_t shared_expert_intermediate_size = 0;
+
+  // Gemma 4.
+  int64_t hidden_size_per_layer_input = 0;  // per-layer inputs (PLE); 0 = off
+  int64_t vocab_size_per_layer_input = 0;
+  bool attention_k_eq_v = false;            // global layers: values are the keys' projection
+  int64_t num_kv_shared_layers = 0;
+  bool use_double_wide_mlp = false;         // KV-shared layers' MLP is twice as wide
+  bool enable_moe_block = false;            // dense MLP plus a MoE block on every layer (top_k in num_experts_per_tok)
 
   bool is_sparse_moe_layer(int64_t layer) const;
 

@@ -23,6 +23,17 @@ struct CodedPlane {
   Tensor scales;       // affine: bf16 [kv_heads, capacity, groups]; turbo: f32 norms [kv_heads, capacity]
   Tensor biases;       // affine only
   int64_t bytes() const { return int64_t(codes.nbytes() + scales.nbytes() + (biases.raw() ? biases.nbytes() : 0)); }
+  // Moves rows [count, rows) of every head to the front.
+  void drop_front(int64_t kv_heads, int64_t capacity, int64_t rows, int64_t count) {
+    for (Tensor* t : {&codes, &scales, &biases}) {
+      if (!t->raw()) continue;
+      const size_t row_bytes = t->nbytes() / size_t(kv_heads * capacity);
+      for (int64_t h = 0; h < kv_heads; ++h) {
+        char* base = static_cast<char*>(t->raw()) + size_t(h * capacity) * row_bytes;
+        std::memmove(base, base + size_t(count) * row_bytes, size_t(rows - count) * row_bytes);
+      }
+    }
+  }
 };
 
 class CodecKvLayer final : public KvLayer {
@@ -40,7 +51,8 @@ class CodecKvLayer final : public KvLayer {
       allocate_planes();
   }
 
-  int64_t length() const override { return plain_ ? plain_->length() : length_; }
+  int64_t length() const override { return plain_ ? plain_->length() : first_ + rows_; }
+  int64_t first_position() const override { return plain_ ? plain_->first_position() : first_; }
   int64_t capacity() const override { return capacity_; }
 
   void append(const Tensor& k, const Tensor& v) override {
@@ -48,15 +60,14 @@ class CodecKvLayer final : public KvLayer {
     const int64_t count = k.dim(0);
     check(k.numel() == count * kv_heads_ * head_dim_ && k.shape() == v.shape(), "kv append: k ", k.shape_string(),
           " does not fit ", kv_heads_, " heads of ", head_dim_);
-    check(length_ + count <= capacity_, "kv append: ", length_, " + ", count, " tokens exceed the capacity of ",
-          capacity_);
+    check(rows_ + count <= capacity_, "kv append: ", rows_, " + ", count, " rows exceed the capacity of ", capacity_);
     for (int64_t t = 0; t < count; ++t)
       for (int64_t h = 0; h < kv_heads_; ++h) {
         const int64_t src = (t * kv_heads_ + h) * head_dim_;
-        encode(k_, h, length_ + t, k.data<float>() + src);
-        encode(v_, h, length_ + t, v.data<float>() + src);
+        encode(k_, h, rows_ + t, k.data<float>() + src);
+        encode(v_, h, rows_ + t, v.data<float>() + src);
       }
-    length_ += count;
+    rows_ += count;
   }
 
   KvView view() const override {
@@ -65,7 +76,8 @@ class CodecKvLayer final : public KvLayer {
     view.reader = &reader_;
     view.kv_heads = kv_heads_;
     view.head_dim = head_dim_;
-    view.length = length_;
+    view.length = rows_;
+    view.first_position = first_;
     return view;
   }
 
@@ -84,14 +96,29 @@ class CodecKvLayer final : public KvLayer {
 
   void trim(int64_t new_length) override {
     if (plain_) return plain_->trim(new_length);
-    check(new_length >= 0 && new_length <= length_, "kv trim: new length ", new_length, " outside [0, ", length_, "]");
-    length_ = new_length;
+    if (new_length == 0) {
+      first_ = rows_ = 0;
+      return;
+    }
+    check(new_length >= first_ && new_length <= length(), "kv trim: new length ", new_length, " outside [", first_,
+          ", ", length(), "] (older positions were dropped)");
+    rows_ = new_length - first_;
+  }
+
+  void drop_front(int64_t count) override {
+    if (plain_) return plain_->drop_front(count);
+    check(count >= 0 && count <= rows_, "kv drop: ", count, " of ", rows_, " rows");
+    if (count == 0) return;
+    k_.drop_front(kv_heads_, capacity_, rows_, count);
+    v_.drop_front(kv_heads_, capacity_, rows_, count);
+    first_ += count;
+    rows_ -= count;
   }
 
   void end_step() override {
     if (!plain_ || plain_->length() < start_ || plain_->length() == 0) return;
     // Convert what the plain layer holds, then free it.
-    const int64_t n = plain_->length();
+    const int64_t n = plain_->length() - plain_->first_position();
     allocate_planes();
     std::vector<float> rows(static_cast<size_t>(n * head_dim_));
     for (int which = 0; which < 2; ++which)
@@ -99,7 +126,8 @@ class CodecKvLayer final : public KvLayer {
         plain_rows(which == 1, h, n, rows.data());
         for (int64_t j = 0; j < n; ++j) encode(which ? v_ : k_, h, j, rows.data() + j * head_dim_);
       }
-    length_ = n;
+    first_ = plain_->first_position();
+    rows_ = n;
     plain_.reset();
   }
 
@@ -175,7 +203,8 @@ class CodecKvLayer final : public KvLayer {
   int64_t start_;
   std::unique_ptr<PlainKvLayer> plain_;  // until conversion
   CodedPlane k_, v_;
-  int64_t length_ = 0;
+  int64_t first_ = 0;  // position of row 0
+  int64_t rows_ = 0;
   std::optional<HadamardRotation> rotation_;
   KvRowReader reader_;
 };

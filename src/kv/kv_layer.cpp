@@ -20,16 +20,15 @@ void PlainKvLayer::append(const Tensor& k, const Tensor& v) {
   check(k.dtype() == DType::f32 && k.shape() == v.shape() && k.numel() == count * kv_heads_ * head_dim_,
         "kv append: k ", k.shape_string(), " v ", v.shape_string(), " do not fit ", kv_heads_, " heads of ",
         head_dim_);
-  check(length_ + count <= capacity_, "kv append: ", length_, " + ", count, " tokens exceed the capacity of ",
-        capacity_);
+  check(rows_ + count <= capacity_, "kv append: ", rows_, " + ", count, " rows exceed the capacity of ", capacity_);
   for (int64_t t = 0; t < count; ++t)
     for (int64_t h = 0; h < kv_heads_; ++h) {
       const int64_t src = (t * kv_heads_ + h) * head_dim_;
-      const int64_t dst = (h * capacity_ + length_ + t) * head_dim_;
+      const int64_t dst = (h * capacity_ + rows_ + t) * head_dim_;
       store(k.data<float>() + src, k_, dst);
       store(v.data<float>() + src, v_, dst);
     }
-  length_ += count;
+  rows_ += count;
 }
 
 KvView PlainKvLayer::view() const {
@@ -39,8 +38,9 @@ KvView PlainKvLayer::view() const {
   view.dtype = dtype_;
   view.kv_heads = kv_heads_;
   view.head_dim = head_dim_;
-  view.length = length_;
+  view.length = rows_;
   view.head_stride = capacity_ * head_dim_;
+  view.first_position = first_;
   return view;
 }
 
@@ -49,8 +49,26 @@ void PlainKvLayer::attend(Backend& backend, const Tensor& q, const AttentionPara
 }
 
 void PlainKvLayer::trim(int64_t new_length) {
-  check(new_length >= 0 && new_length <= length_, "kv trim: new length ", new_length, " outside [0, ", length_, "]");
-  length_ = new_length;
+  if (new_length == 0) {
+    first_ = rows_ = 0;
+    return;
+  }
+  check(new_length >= first_ && new_length <= length(), "kv trim: new length ", new_length, " outside [", first_,
+        ", ", length(), "] (older positions were dropped)");
+  rows_ = new_length - first_;
+}
+
+void PlainKvLayer::drop_front(int64_t count) {
+  check(count >= 0 && count <= rows_, "kv drop: ", count, " of ", rows_, " rows");
+  if (count == 0) return;
+  const size_t elem = dtype_size(dtype_), row_bytes = size_t(head_dim_) * elem;
+  for (Tensor* t : {&k_, &v_})
+    for (int64_t h = 0; h < kv_heads_; ++h) {
+      char* base = static_cast<char*>(t->raw()) + size_t(h * capacity_) * row_bytes;
+      std::memmove(base, base + size_t(count) * row_bytes, size_t(rows_ - count) * row_bytes);
+    }
+  first_ += count;
+  rows_ -= count;
 }
 
 void PlainKvLayer::store(const float* src, Tensor& dst, int64_t offset) {

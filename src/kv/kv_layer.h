@@ -13,14 +13,19 @@ namespace fathom {
 class KvLayer {
  public:
   virtual ~KvLayer() = default;
+  // Positions [first_position(), length()) are held.
   virtual int64_t length() const = 0;
+  virtual int64_t first_position() const { return 0; }
+  // Tokens the layer can hold: positions for a rotating layer, rows otherwise.
   virtual int64_t capacity() const = 0;
   // Stores k, v [count, kv_heads, head_dim] (f32) at positions [length, length + count).
   virtual void append(const Tensor& k, const Tensor& v) = 0;
   // Attention of q [count, heads, head_dim] at positions [first_position, …) over the held keys.
   virtual void attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const = 0;
-  // Forgets positions >= new_length.
+  // Forgets positions >= new_length (0 empties the layer).
   virtual void trim(int64_t new_length) = 0;
+  // Forgets the oldest `count` rows held; the others keep their positions.
+  virtual void drop_front(int64_t count) = 0;
   // Called after every prefill chunk and decode step; a layer with a delayed
   // quantization start converts here once it holds enough tokens.
   virtual void end_step() {}
@@ -35,11 +40,13 @@ class KvLayer {
 class PlainKvLayer final : public KvLayer {
  public:
   PlainKvLayer(int64_t kv_heads, int64_t head_dim, int64_t capacity, DType dtype);
-  int64_t length() const override { return length_; }
+  int64_t length() const override { return first_ + rows_; }
+  int64_t first_position() const override { return first_; }
   int64_t capacity() const override { return capacity_; }
   void append(const Tensor& k, const Tensor& v) override;
   void attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const override;
   void trim(int64_t new_length) override;
+  void drop_front(int64_t count) override;
   int64_t bytes() const override { return int64_t(k_.nbytes() + v_.nbytes()); }
   KvView view() const override;
 
@@ -48,7 +55,8 @@ class PlainKvLayer final : public KvLayer {
 
   int64_t kv_heads_, head_dim_, capacity_;
   DType dtype_;
-  int64_t length_ = 0;
+  int64_t first_ = 0;  // position of row 0
+  int64_t rows_ = 0;
   Tensor k_, v_;
 };
 

@@ -1,4 +1,5 @@
 #include "kv/kv_scheme.h"
+#include "kv/rotating_kv_layer.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -196,13 +197,15 @@ void KvScheme::validate_for(const ModelConfig& config) const {
           " is a recurrent (linear attention) layer and has no KV cache");
   }
   for (int64_t i = 0; i < config.num_layers; ++i) {
+    if (!config.owns_kv(i)) continue;
     const LayerCodec c = codec_for_layer(config, i);
+    const int64_t head_dim = config.head_dim_of(i);
     if (c.kind == LayerCodec::Kind::affine)
-      check(config.head_dim % c.group_size == 0 && (config.head_dim * c.bits) % 32 == 0, "kv scheme ",
-            cache_key(), ": head_dim ", config.head_dim, " is not a multiple of the group size ", c.group_size);
+      check(head_dim % c.group_size == 0 && (head_dim * c.bits) % 32 == 0, "kv scheme ", cache_key(), ": layer ", i,
+            "'s head_dim ", head_dim, " is not a multiple of the group size ", c.group_size);
     if (c.kind == LayerCodec::Kind::turbo)
-      check((config.head_dim & (config.head_dim - 1)) == 0 && config.head_dim * 2 % 32 == 0, "kv scheme ",
-            cache_key(), ": TurboQuant needs a power-of-two head_dim, got ", config.head_dim);
+      check((head_dim & (head_dim - 1)) == 0 && head_dim * 2 % 32 == 0, "kv scheme ", cache_key(),
+            ": TurboQuant needs a power-of-two head_dim, layer ", i, " has ", head_dim);
   }
 }
 
@@ -242,12 +245,16 @@ nlohmann::json KvScheme::describe(const ModelConfig& config) const {
   validate_for(config);
   static const char* kModes[] = {"bf16", "affine-uniform", "affine-config", "turbo"};
   nlohmann::json codecs = nlohmann::json::object();
-  int64_t global = 0, sliding = 0, recurrent = 0;
+  int64_t global = 0, sliding = 0, recurrent = 0, shared = 0;
   for (int64_t i = 0; i < config.num_layers; ++i) {
     switch (config.layer_types[i]) {
       case LayerKind::linear_attention: ++recurrent; continue;
       case LayerKind::sliding_attention: ++sliding; break;
       case LayerKind::full_attention: ++global; break;
+    }
+    if (!config.owns_kv(i)) {  // reads an earlier layer's cache: no codec, no bytes
+      ++shared;
+      continue;
     }
     const std::string label = codec_for_layer(config, i).label();
     codecs[label] = codecs.value(label, 0) + 1;
@@ -256,18 +263,28 @@ nlohmann::json KvScheme::describe(const ModelConfig& config) const {
           {"mode", kModes[int(kind_)]},
           {"quantized_kv_start", start_},
           {"codecs", codecs},
-          {"attention_layers", {{"global", global}, {"sliding", sliding}}},
-          {"recurrent_layers", recurrent}};
+          {"attention_layers", {{"global", global}, {"sliding", sliding}, {"kv_shared", shared}}},
+          {"sliding_window", config.sliding_window ? nlohmann::json(*config.sliding_window) : nlohmann::json()},
+          {"recurrent_layers", recurrent},
+          {"recurrent_state_bytes_per_layer",
+           config.linear_attention ? config.linear_attention->state_bytes() : int64_t(0)}};
 }
 
-int64_t KvScheme::bytes_at(const ModelConfig& config, int64_t tokens, int64_t plain_bytes) const {
+int64_t KvScheme::bytes_at(const ModelConfig& config, int64_t tokens, int64_t plain_bytes, int64_t sliding_step) const {
   check(tokens >= 0, "kv bytes: token count must be >= 0, got ", tokens);
   const bool quantized = tokens > 0 && tokens >= start_;
   int64_t total = 0;
   for (int64_t i = 0; i < config.num_layers; ++i) {
-    if (config.layer_types[i] == LayerKind::linear_attention) continue;
+    if (config.layer_types[i] == LayerKind::linear_attention) {
+      total += config.linear_attention->state_bytes();  // fixed size, f32, no codec
+      continue;
+    }
+    if (!config.owns_kv(i) || tokens == 0) continue;
     const LayerCodec codec = quantized ? codec_for_layer(config, i) : LayerCodec{};
-    total += config.num_kv_heads * tokens * codec.bytes_per_head_token(config.head_dim, plain_bytes);
+    // A sliding layer's storage stops growing at its window (plus one step).
+    const int64_t rows = kv_layer_rows(config, i, tokens, sliding_step);
+    total += config.kv_heads_of(i) * rows *
+             codec.bytes_per_head_token(config.head_dim_of(i), plain_bytes);
   }
   return total;
 }

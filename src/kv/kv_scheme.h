@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/model_config.h"
+#include "kv/rotating_kv_layer.h"
 
 namespace fathom {
 
@@ -66,11 +67,14 @@ class KvScheme {
   // Checks the scheme against a model (kv_config layers in range, not recurrent;
   // head_dim divisible by the group; turbo needs a power-of-two head_dim).
   void validate_for(const ModelConfig& config) const;
-  // {"cache_key", "mode", "codecs": {label: layers}, "attention_layers": {"global", "sliding"}, "recurrent_layers", ...}
+  // {"cache_key", "mode", "codecs": {label: layers}, "attention_layers": {"global", "sliding", "kv_shared"}, "recurrent_layers", ...}
   nlohmann::json describe(const ModelConfig& config) const;
-  // Exact bytes of the KV state of one sequence holding `tokens` tokens:
-  // bf16 below the start, each layer's codec from then on.
-  int64_t bytes_at(const ModelConfig& config, int64_t tokens, int64_t plain_bytes = 2) const;
+  // Exact bytes of the state of one sequence holding `tokens` tokens: bf16
+  // below the start, each layer's codec from then on; sliding layers stop
+  // growing at window - 1 + sliding_step rows, KV-shared layers own
+  // nothing, and each linear-attention layer adds its fixed f32 state.
+  int64_t bytes_at(const ModelConfig& config, int64_t tokens, int64_t plain_bytes = 2,
+                   int64_t sliding_step = kSlidingStepTokens) const;
 
  private:
   Kind kind_ = Kind::bf16;

@@ -5,7 +5,7 @@
 namespace fathom {
 
 DecoderModel::DecoderModel(ModelConfig config, WeightStore weights, const LoadOptions& options)
-    : Model(options.kv_scheme),
+    : Model(options),
       config_(std::move(config)),
       weights_(std::move(weights)),
       dtype_(options.dtype),
@@ -21,11 +21,12 @@ void DecoderModel::require_attention_layers() const {
 
 int64_t DecoderModel::begin_step(const SequenceState& state, int64_t t) const {
   check(t > 0, "forward: no tokens");
-  check(int64_t(state.kv.size()) == config_.num_layers, "forward: state has ", state.kv.size(), " layers, model ",
-        config_.num_layers);
+  check(int64_t(state.kv.size()) == config_.num_layers && int64_t(state.recurrent.size()) == config_.num_layers,
+        "forward: state has ", state.kv.size(), " layers, model ", config_.num_layers);
+  check(t <= state.max_step, "forward: a step of ", t, " tokens is longer than the state's ", state.max_step);
   const int64_t first = state.length();
-  check(first + t <= state.capacity(), "forward: ", first, " + ", t, " tokens exceed the sequence capacity of ",
-        state.capacity());
+  check(first + t <= state.capacity, "forward: ", first, " + ", t, " tokens exceed the sequence capacity of ",
+        state.capacity);
   return first;
 }
 

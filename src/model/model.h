@@ -10,23 +10,43 @@
 #include "io/model_config.h"
 #include "kv/kv_layer.h"
 #include "kv/kv_scheme.h"
+#include "kv/recurrent_state.h"
+#include "kv/rotating_kv_layer.h"
 #include "model/weights.h"
 
 namespace fathom {
 
+// One sequence's state, one entry per layer: a KV layer for attention layers
+// that own their cache (null for Gemma 4's KV-shared layers, which read
+// kv[config.kv_source_layer[i]], and for linear-attention layers), a
+// recurrent state for linear-attention layers (null elsewhere).
 struct SequenceState {
-  std::vector<std::unique_ptr<KvLayer>> kv;  // [num_layers]
-  int64_t length() const { return kv.empty() ? 0 : kv.front()->length(); }
-  int64_t capacity() const { return kv.empty() ? 0 : kv.front()->capacity(); }
+  std::vector<std::unique_ptr<KvLayer>> kv;
+  std::vector<std::unique_ptr<RecurrentState>> recurrent;
+  int64_t capacity = 0;  // tokens the sequence may hold
+  // Longest step forward() hands an architecture at once: sliding-window
+  // layers keep only window - 1 + this many rows.
+  int64_t max_step = INT64_MAX;
+
+  int64_t length() const { return length_; }
   int64_t bytes() const;
+  // Forgets positions >= new_length. Recurrent layers cannot go back, so with
+  // them only new_length == length() (nothing to do) or 0 (reset) is allowed.
   void trim(int64_t new_length);
-  // After every chunk or decode step: lets layers with a delayed start convert.
-  void end_step();
+  // After every chunk or decode step of `tokens` tokens: advances the length
+  // and lets layers with a delayed start convert.
+  void end_step(int64_t tokens);
+
+ private:
+  int64_t length_ = 0;
 };
 
 struct LoadOptions {
   ComputeDType dtype = ComputeDType::f32;
   KvScheme kv_scheme = KvScheme::bf16();
+  // Longest step sliding-window layers take at once (their storage is
+  // window - 1 + this); tests shrink it to exercise dropping old rows.
+  int64_t sliding_step = kSlidingStepTokens;
 };
 
 class Model {
@@ -38,8 +58,9 @@ class Model {
   virtual std::unique_ptr<SequenceState> new_state(int64_t capacity) const = 0;
   // Runs `ids` at positions [state.length(), state.length() + ids.size()) and
   // appends their keys/values to the state. Returns f32 logits: [ids.size(), vocab]
-  // when all_logits, otherwise [1, vocab] for the last position.
-  virtual Tensor forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const = 0;
+  // when all_logits, otherwise [1, vocab] for the last position. Steps longer
+  // than state.max_step run as several (exact: chunked prefill is exact).
+  Tensor forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const;
   const KvScheme& kv_scheme() const { return kv_scheme_; }
   // Exact KV bytes of one sequence holding `tokens` tokens under this model's scheme.
   int64_t kv_bytes_at(int64_t tokens) const;
@@ -48,14 +69,19 @@ class Model {
   virtual std::string backend_name() const = 0;
 
  protected:
-  explicit Model(KvScheme kv_scheme) : kv_scheme_(std::move(kv_scheme)) {}
-  // One KV layer per attention layer, as the scheme says; plain storage in
-  // the compute dtype (f32 keeps f32 compute exact).
+  explicit Model(const LoadOptions& options);
+  // One step of at most state.max_step tokens; ends with state.end_step(ids.size()).
+  virtual Tensor forward_step(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const = 0;
+  // Per layer as the config says: a KV layer for each attention layer that
+  // owns its cache (sliding ones rotate), coded as the scheme says, plain
+  // storage in the compute dtype (f32 keeps f32 compute exact); a recurrent
+  // state for each linear-attention layer.
   std::unique_ptr<SequenceState> make_state(const ModelConfig& config, int64_t capacity) const;
   DType plain_kv_dtype() const { return compute_dtype() == ComputeDType::bf16 ? DType::bf16 : DType::f32; }
 
  private:
   KvScheme kv_scheme_;
+  int64_t sliding_step_;
 };
 
 // Loads a Hugging Face model folder; the architecture comes from config.json's

@@ -30,6 +30,10 @@ SparseMoe SparseMoe::load(const WeightLoader& w, const std::string& prefix, cons
     for (int64_t i = 0; i < e; ++i)
       m.experts.push_back(GatedMlp::load(w, prefix + ".experts." + std::to_string(i), hidden, inter, false));
   }
+  if (c.shared_expert_intermediate_size > 0) {
+    m.shared_expert = GatedMlp::load(w, prefix + ".shared_expert", hidden, c.shared_expert_intermediate_size, false);
+    m.shared_expert_gate = w.f32_matrix(prefix + ".shared_expert_gate.weight", 1, hidden);
+  }
   return m;
 }
 
@@ -91,6 +95,23 @@ void SparseMoe::operator()(Backend& b, const Tensor& x, Tensor& y, bool bf16) co
       float* dst = y.data<float>() + tokens[ex][r] * hidden;
       for (int64_t d = 0; d < hidden; ++d) dst[d] += src[d] * wgt;
     }
+  }
+  if (shared_expert) add_shared_expert(b, x, y, bf16);
+}
+
+void SparseMoe::add_shared_expert(Backend& b, const Tensor& x, Tensor& y, bool bf16) const {
+  const int64_t t = x.dim(0), hidden = x.dim(1), inter = shared_expert->intermediate_size();
+  Tensor gate = Tensor::empty({t, inter}, DType::f32);
+  Tensor up = Tensor::empty({t, inter}, DType::f32);
+  Tensor out = Tensor::empty({t, hidden}, DType::f32);
+  Tensor scale = Tensor::empty({t, 1}, DType::f32);
+  (*shared_expert)(b, x, gate, up, out, GateActivation::silu, bf16);
+  b.matmul(x, *shared_expert_gate, nullptr, scale, false);  // f32 like the router
+  for (int64_t i = 0; i < t; ++i) {
+    const float s = 1.0f / (1.0f + std::exp(-scale.data<float>()[i]));
+    const float* src = out.data<float>() + i * hidden;
+    float* dst = y.data<float>() + i * hidden;
+    for (int64_t d = 0; d < hidden; ++d) dst[d] += s * src[d];
   }
 }
 

@@ -22,6 +22,9 @@ const Architecture kArchitectures[] = {
     {"qwen3_moe", make_llama_family},
     {"gemma3_text", make_gemma3},
     {"gemma3", make_gemma3},
+    {"gemma4_text", make_gemma4},
+    {"qwen3_next", make_qwen3_next},
+    {"qwen3_5_text", make_qwen3_next},
 };
 
 }  // namespace
@@ -39,38 +42,6 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
   std::string list;
   for (const auto& t : supported_model_types()) list += (list.empty() ? "" : ", ") + t;
   fail("unsupported architecture: model_type \"", config.model_type, "\" (supported: ", list, ")");
-}
-
-int64_t SequenceState::bytes() const {
-  int64_t total = 0;
-  for (const auto& layer : kv) total += layer->bytes();
-  return total;
-}
-
-void SequenceState::trim(int64_t new_length) {
-  for (auto& layer : kv) layer->trim(new_length);
-}
-
-void SequenceState::end_step() {
-  for (auto& layer : kv) layer->end_step();  // one layer at a time keeps the conversion peak low
-}
-
-int64_t Model::kv_bytes_at(int64_t tokens) const {
-  return kv_scheme_.bytes_at(config(), tokens, int64_t(dtype_size(plain_kv_dtype())));
-}
-
-std::unique_ptr<SequenceState> Model::make_state(const ModelConfig& config, int64_t capacity) const {
-  auto state = std::make_unique<SequenceState>();
-  for (int64_t i = 0; i < config.num_layers; ++i) {
-    const LayerCodec codec = kv_scheme_.codec_for_layer(config, i);
-    if (codec.kind == LayerCodec::Kind::plain)
-      state->kv.push_back(make_plain_kv_layer(config.num_kv_heads, config.head_dim, capacity, plain_kv_dtype()));
-    else
-      state->kv.push_back(make_codec_kv_layer(config.num_kv_heads, config.head_dim, capacity, codec,
-                                              kv_scheme_.quantized_kv_start(), plain_kv_dtype(),
-                                              0x7e4b0u + uint64_t(i)));
-  }
-  return state;
 }
 
 }  // namespace fathom

@@ -20,6 +20,10 @@ double yarn_correction_dim(double rotations, double dim, double base, double max
 }  // namespace
 
 RopeTable::RopeTable(const RopeConfig& rope, int64_t head_dim, int64_t max_position_embeddings) {
+  if (rope.type == "proportional") {
+    init_proportional(rope, head_dim);
+    return;
+  }
   const int64_t dim = int64_t(double(head_dim) * rope.partial_rotary_factor);
   check(dim >= 2 && dim % 2 == 0, "rope: rotary dim ", dim, " must be even and positive");
   const int64_t half = dim / 2;
@@ -71,6 +75,25 @@ RopeTable::RopeTable(const RopeConfig& rope, int64_t head_dim, int64_t max_posit
       inv_freq_[i] = interpolated * (1.0f - extrapolation) + base_freq[i] * extrapolation;
     }
   }
+}
+
+// Gemma 4's global layers: the table spans the whole head_dim (pairs i and
+// i + head_dim / 2 rotate together), but only the first
+// partial_rotary_factor of the frequencies are non-zero, with exponents taken
+// over head_dim rather than over the rotated part; the rest leave their
+// features as they are (cos 1, sin 0).
+void RopeTable::init_proportional(const RopeConfig& rope, int64_t head_dim) {
+  check(head_dim >= 2 && head_dim % 2 == 0, "rope (proportional): head_dim ", head_dim, " must be even and positive");
+  check(rope.partial_rotary_factor >= 0.0 && rope.partial_rotary_factor <= 1.0, "rope (proportional): partial_rotary_factor ",
+        rope.partial_rotary_factor, " must be in [0, 1]");
+  const int64_t half = head_dim / 2;
+  // transformers: int(factor * head_dim // 2), a floor of the real product.
+  const int64_t rotated = std::min(half, int64_t(std::floor(rope.partial_rotary_factor * double(head_dim) / 2.0)));
+  const double factor = rope.factor.value_or(1.0);
+  check(factor > 0.0, "rope (proportional): factor ", factor, " must be positive");
+  inv_freq_.assign(static_cast<size_t>(half), 0.0f);
+  for (int64_t i = 0; i < rotated; ++i)
+    inv_freq_[i] = float(float(1.0 / std::pow(rope.theta, double(2 * i) / double(head_dim))) / factor);
 }
 
 void RopeTable::fill(int64_t first_position, int64_t count, Tensor& cos, Tensor& sin) const {

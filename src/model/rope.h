@@ -1,6 +1,6 @@
 #pragma once
-// Rotary position embedding tables for the default, linear, llama3 and yarn
-// variants, computed the way transformers computes them (f32 inverse
+// Rotary position embedding tables for the default, linear, llama3, yarn and
+// proportional (Gemma 4) variants, computed the way transformers computes them (f32 inverse
 // frequencies, cos/sin scaled by the variant's attention factor).
 #include <cstdint>
 #include <vector>
@@ -21,6 +21,8 @@ class RopeTable {
   void fill(int64_t first_position, int64_t count, Tensor& cos, Tensor& sin) const;
 
  private:
+  void init_proportional(const RopeConfig& rope, int64_t head_dim);
+
   std::vector<float> inv_freq_;
   float attention_scaling_ = 1.0f;
 };

@@ -160,5 +160,59 @@ TEST(ModelConfig, BadFieldsAreNamed) {
   EXPECT_THROW(parse_model_config(typed), Error);
 }
 
+
+TEST(ModelConfig, Gemma4PerLayerShapesAndKvSharing) {
+  json c = base("gemma4_text");
+  c["num_hidden_layers"] = 6;
+  c["head_dim"] = 16;
+  c["sliding_window"] = 8;
+  c["layer_types"] = {"sliding_attention", "sliding_attention", "full_attention",
+                      "sliding_attention", "sliding_attention", "full_attention"};
+  c["num_kv_shared_layers"] = 2;
+  c["per_layer_config"] = {{"2", {{"head_dim", 32}}}, {"05", {{"head_dim", 32}, {"num_key_value_heads", 1}}}};
+  const ModelConfig m = parse_model_config(c);
+  EXPECT_EQ(m.layer_head_dim, (std::vector<int64_t>{16, 16, 32, 16, 16, 32}));
+  EXPECT_EQ(m.layer_kv_heads, (std::vector<int64_t>{2, 2, 2, 2, 2, 1}));
+  // Layer 4 (sliding) reads layer 3's cache, layer 5 (full) layer 2's.
+  EXPECT_EQ(m.kv_source_layer, (std::vector<int64_t>{0, 1, 2, 3, 3, 2}));
+  EXPECT_TRUE(m.owns_kv(3));
+  EXPECT_FALSE(m.owns_kv(4));
+  EXPECT_DOUBLE_EQ(*m.query_pre_attn_scalar, 1.0);
+
+  // Without per_layer_config: global layers take global_head_dim, and with
+  // attention_k_eq_v num_global_key_value_heads.
+  c.erase("per_layer_config");
+  c["global_head_dim"] = 64;
+  c["num_global_key_value_heads"] = 1;
+  EXPECT_EQ(parse_model_config(c).layer_head_dim, (std::vector<int64_t>{16, 16, 64, 16, 16, 64}));
+  EXPECT_EQ(parse_model_config(c).layer_kv_heads[2], 2);
+  c["attention_k_eq_v"] = true;
+  EXPECT_EQ(parse_model_config(c).layer_kv_heads, (std::vector<int64_t>{2, 2, 1, 2, 2, 1}));
+
+  c["per_layer_config"] = {{"9", {{"head_dim", 32}}}};
+  EXPECT_THROW(parse_model_config(c), Error);  // no layer 9
+  c["per_layer_config"] = json::object();
+  c["num_kv_shared_layers"] = 5;  // layer 2 (full) has no earlier full layer to read
+  EXPECT_THROW(parse_model_config(c), Error);
+}
+
+TEST(ModelConfig, LinearAttentionNeedsItsSizes) {
+  json c = base("qwen3_next");
+  c["layer_types"] = {"linear_attention", "full_attention", "linear_attention"};
+  EXPECT_THROW(parse_model_config(c), Error);
+  c["linear_num_key_heads"] = 2;
+  c["linear_num_value_heads"] = 3;  // not a multiple of the key heads
+  c["linear_key_head_dim"] = 8;
+  c["linear_value_head_dim"] = 8;
+  c["linear_conv_kernel_dim"] = 4;
+  EXPECT_THROW(parse_model_config(c), Error);
+  c["linear_num_value_heads"] = 4;
+  const ModelConfig m = parse_model_config(c);
+  EXPECT_EQ(m.linear_attention->conv_dim(), 2 * 16 + 32);
+  EXPECT_TRUE(m.attn_output_gate);
+  EXPECT_FALSE(m.owns_kv(0));
+  EXPECT_TRUE(m.owns_kv(1));
+}
+
 }  // namespace
 }  // namespace fathom

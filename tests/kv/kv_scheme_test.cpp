@@ -20,10 +20,13 @@ namespace {
 namespace fs = std::filesystem;
 
 ModelConfig synthetic(const std::vector<std::string>& types, int64_t head_dim = 128) {
-  nlohmann::json c = {{"model_type", "qwen3"},       {"vocab_size", 64},        {"hidden_size", 256},
+  nlohmann::json c = {{"model_type", "qwen3_next"},  {"vocab_size", 64},        {"hidden_size", 256},
                       {"intermediate_size", 512},    {"num_hidden_layers", types.size()},
                       {"num_attention_heads", 4},    {"num_key_value_heads", 2}, {"head_dim", head_dim},
-                      {"layer_types", types},        {"sliding_window", 512}};
+                      {"layer_types", types},        {"sliding_window", 512},
+                      {"linear_num_key_heads", 2},   {"linear_num_value_heads", 4},
+                      {"linear_key_head_dim", 16},   {"linear_value_head_dim", 16},
+                      {"linear_conv_kernel_dim", 4}};
   return parse_model_config(c);
 }
 
@@ -68,16 +71,24 @@ TEST(KvScheme, DescribeCountsCodecsPerLayerKind) {
 TEST(KvScheme, BytesAtFollowsTheCodecsAndTheStart) {
   const ModelConfig m = synthetic({"full_attention", "sliding_attention", "linear_attention"});
   const int64_t heads = 2, d = 128;
+  // The linear-attention layer: an f32 conv window (2·32 + 64 channels × 3 taps) and the 4 × 16 × 16 matrix.
+  const int64_t recurrent = 4 * ((2 * 32 + 64) * 3 + 4 * 16 * 16);
+  EXPECT_EQ(m.linear_attention->state_bytes(), recurrent);
   // bf16: K and V, 2 bytes each, attention layers only.
-  EXPECT_EQ(KvScheme::bf16().bytes_at(m, 100), 2 * 100 * heads * 2 * d * 2);
+  EXPECT_EQ(KvScheme::bf16().bytes_at(m, 100), 2 * 100 * heads * 2 * d * 2 + recurrent);
   // kv4 g64: 64 bytes of codes + 2 groups × (scale + bias) × 2 bytes, for K and V.
   const int64_t kv4_row = 2 * (d / 2 + 2 * 2 * 2);
-  EXPECT_EQ(KvScheme::affine_uniform(4, 64, 0).bytes_at(m, 100), 2 * 100 * heads * kv4_row);
+  EXPECT_EQ(KvScheme::affine_uniform(4, 64, 0).bytes_at(m, 100), 2 * 100 * heads * kv4_row + recurrent);
   // Before the start everything is bf16.
   EXPECT_EQ(KvScheme::affine_uniform(4, 64, 500).bytes_at(m, 100), KvScheme::bf16().bytes_at(m, 100));
   // turbo k3v4 on the global layer only: codes + f32 norm each.
   const int64_t turbo_row = d * 3 / 8 + 4 + d * 4 / 8 + 4;
-  EXPECT_EQ(KvScheme::turbo(3, 4).bytes_at(m, 10), 10 * heads * (turbo_row + 2 * d * 2));
+  EXPECT_EQ(KvScheme::turbo(3, 4).bytes_at(m, 10), 10 * heads * (turbo_row + 2 * d * 2) + recurrent);
+  // The sliding layer (window 512) stops growing at 511 + the step; the global one does not.
+  EXPECT_EQ(KvScheme::bf16().bytes_at(m, 10000, 2, 64) - KvScheme::bf16().bytes_at(m, 9000, 2, 64),
+            1000 * heads * 2 * d * 2);
+  EXPECT_EQ(KvScheme::bf16().bytes_at(m, 10000, 2, 64),
+            (10000 + 511 + 64) * heads * 2 * d * 2 + recurrent);
 }
 
 TEST(KvScheme, EveryInvalidFlagCombinationIsAClearError) {

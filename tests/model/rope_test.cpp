@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -46,6 +47,35 @@ TEST(Rope, TablesHoldScaledCosSinOfPositionTimesFrequency) {
       EXPECT_NEAR(cos.data<float>()[t * 4 + i], std::cos(angle), 1e-5);
       EXPECT_NEAR(sin.data<float>()[t * 4 + i], std::sin(angle), 1e-5);
     }
+}
+
+
+// Gemma 4's global layers: frequencies span the whole head_dim with exponents
+// over head_dim; only the first partial_rotary_factor of them are non-zero.
+TEST(Rope, ProportionalKeepsHeadDimAndZeroesTheUnrotatedFrequencies) {
+  RopeConfig r;
+  r.type = "proportional";
+  r.theta = 1000000.0;
+  r.partial_rotary_factor = 0.25;
+  for (const int64_t head_dim : {64, 48, 256}) {
+    RopeTable table(r, head_dim, 512);
+    ASSERT_EQ(table.half(), head_dim / 2);
+    const int64_t rotated = head_dim / 8;  // 0.25 · head_dim / 2
+    for (int64_t i = 0; i < head_dim / 2; ++i) {
+      const double expected = i < rotated ? std::pow(1000000.0, -2.0 * double(i) / double(head_dim)) : 0.0;
+      EXPECT_NEAR(table.inv_freq()[i], expected, 1e-6 * expected) << "head_dim " << head_dim << " i=" << i;
+    }
+    EXPECT_EQ(table.attention_scaling(), 1.0f);
+    Tensor cos = Tensor::empty({2, head_dim / 2}, DType::f32), sin = Tensor::empty({2, head_dim / 2}, DType::f32);
+    table.fill(37, 2, cos, sin);
+    for (int64_t i = rotated; i < head_dim / 2; ++i) {
+      EXPECT_EQ(cos.data<float>()[head_dim / 2 + i], 1.0f);
+      EXPECT_EQ(sin.data<float>()[head_dim / 2 + i], 0.0f);
+    }
+  }
+  r.factor = 4.0;  // divides every frequency
+  RopeTable scaled(r, 32, 512);
+  EXPECT_NEAR(scaled.inv_freq()[1], std::pow(1000000.0, -2.0 / 32.0) / 4.0, 1e-7);
 }
 
 }  // namespace

@@ -31,6 +31,9 @@ std::vector<std::string> fixture_cases() {
 
 struct Reference {
   std::vector<int32_t> prompt, greedy;
+  // How far transformers' own f32 logits move when only the weights are
+  // rounded to bf16 (recorded for the hybrid fixtures; 0 when absent).
+  double bf16_weight_drift = 0.0;
   Tensor logits;  // [T, vocab]
   WeightStore store;
 };
@@ -46,14 +49,16 @@ class Parity : public ::testing::TestWithParam<std::string> {
     Reference r;
     r.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
     r.greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
+    r.bf16_weight_drift = j.value("bf16_weight_drift", 0.0);
     r.store = WeightStore::open_file((dir() / "reference.safetensors").string());
     r.logits = r.store.get("logits");
     return r;
   }
 
-  std::unique_ptr<Model> load(ComputeDType dtype) const {
+  std::unique_ptr<Model> load(ComputeDType dtype, int64_t sliding_step = kSlidingStepTokens) const {
     LoadOptions o;
     o.dtype = dtype;
+    o.sliding_step = sliding_step;
     return load_model(dir().string(), o);
   }
 
@@ -75,7 +80,7 @@ TEST_P(Parity, FullForwardF32) {
   const Reference r = reference();
   auto model = load(ComputeDType::f32);
   const int64_t t = int64_t(r.prompt.size());
-  for (int64_t chunk : {t, int64_t(1), int64_t(7)}) {
+  for (int64_t chunk : {t, int64_t(1), int64_t(5), int64_t(7)}) {
     auto state = model->new_state(t);
     Tensor logits = prefill(*model, *state, r.prompt, FixedPrefillPolicy(chunk), true);
     expect_rows_close(logits.data<float>(), r, 0, t, 1e-4, "f32 chunk " + std::to_string(chunk));
@@ -95,6 +100,23 @@ TEST_P(Parity, StepByStepDecodeMatchesFullForward) {
   }
 }
 
+// Sliding-window layers that keep only window - 1 + 5 rows (and steps of at
+// most 5 tokens: a 7-token chunk runs as 5 + 2) still give the reference.
+TEST_P(Parity, SlidingLayersDroppingOldRowsMatch) {
+  const Reference r = reference();
+  auto model = load(ComputeDType::f32, 5);
+  const int64_t t = int64_t(r.prompt.size()), split = t / 2;
+  auto state = model->new_state(t);
+  const std::vector<int32_t> head(r.prompt.begin(), r.prompt.begin() + split);
+  Tensor logits = prefill(*model, *state, head, FixedPrefillPolicy(7), true);
+  expect_rows_close(logits.data<float>(), r, 0, split, 1e-4, "prefill, sliding step 5");
+  for (int64_t i = split; i < t; ++i) {
+    Tensor step = model->forward({r.prompt[i]}, *state, false);
+    expect_rows_close(step.data<float>(), r, i, 1, 1e-4, "decode, sliding step 5");
+  }
+  EXPECT_EQ(state->bytes(), model->kv_bytes_at(t));
+}
+
 TEST_P(Parity, GreedyGenerationMatchesTransformers) {
   const Reference r = reference();
   auto model = load(ComputeDType::f32);
@@ -106,13 +128,18 @@ TEST_P(Parity, GreedyGenerationMatchesTransformers) {
   EXPECT_EQ(result.ids, r.greedy);
 }
 
+// bf16 compute within 3e-2, or within twice the drift that rounding the
+// weights alone causes in transformers: random hybrid models have near-tied
+// MoE routes and tiny DeltaNet outputs that a norm scales back up, where any
+// bf16 implementation moves further (qwen3_next_moe: 0.27 from the weights
+// alone).
 TEST_P(Parity, Bf16ComputeStaysClose) {
   const Reference r = reference();
   auto model = load(ComputeDType::bf16);
   const int64_t t = int64_t(r.prompt.size());
   auto state = model->new_state(t);
   Tensor logits = prefill(*model, *state, r.prompt, FixedPrefillPolicy(16), true);
-  expect_rows_close(logits.data<float>(), r, 0, t, 3e-2, "bf16");
+  expect_rows_close(logits.data<float>(), r, 0, t, std::max(3e-2, 2 * r.bf16_weight_drift), "bf16");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(fixture_cases()),

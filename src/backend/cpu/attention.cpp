@@ -20,13 +20,15 @@ inline float load_kv(const float* p, int64_t i) { return p[i]; }
 inline float load_kv(const bf16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
 
 struct KeyRange {
-  int64_t lo, hi;  // inclusive
+  int64_t lo, hi;  // inclusive rows of the view
 };
 
-inline KeyRange visible_keys(const AttentionParams& p, int64_t t) {
+// The rows query row t sees: positions up to its own and, with a window, the
+// last `window` of them; row j of the view holds position first_position + j.
+inline KeyRange visible_keys(const KvView& kv, const AttentionParams& p, int64_t t) {
   const int64_t pos = p.first_position + t;
-  const int64_t lo = p.window ? std::max<int64_t>(0, pos - *p.window + 1) : 0;
-  return {lo, pos};
+  const int64_t lo = p.window ? std::max<int64_t>(kv.first_position, pos - *p.window + 1) : kv.first_position;
+  return {lo - kv.first_position, pos - kv.first_position};
 }
 
 // All query heads of kv group g for rows [t0, t1) as two small GEMMs:
@@ -37,7 +39,7 @@ void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const
                        const AttentionParams& p, int64_t g, int64_t t0, int64_t t1, float* scratch, float* out) {
   const int64_t group = heads / kv.kv_heads, d = kv.head_dim;
   const int64_t nq = (t1 - t0) * group;
-  const int64_t lo_all = visible_keys(p, t0).lo, hi_all = visible_keys(p, t1 - 1).hi;
+  const int64_t lo_all = visible_keys(kv, p, t0).lo, hi_all = visible_keys(kv, p, t1 - 1).hi;
   const int64_t span = hi_all - lo_all + 1;
   float* queries = scratch;             // [nq, d]
   float* scores = queries + nq * d;     // [nq, span]
@@ -76,7 +78,7 @@ void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const
   }
 
   for (int64_t qi = 0; qi < nq; ++qi) {
-    const KeyRange r = visible_keys(p, t0 + qi / group);
+    const KeyRange r = visible_keys(kv, p, t0 + qi / group);
     kern.softmax_row(scores + qi * span, span, r.lo - lo_all, r.hi - lo_all);
   }
   if (!kv.reader) {
@@ -119,7 +121,7 @@ void reference_rows(const float* q, int64_t heads, const KvView& kv, const Atten
   const T* v = static_cast<const T*>(kv.v);
   std::vector<double> w;
   for (int64_t t = t0; t < t1; ++t) {
-    const KeyRange r = visible_keys(p, t);
+    const KeyRange r = visible_keys(kv, p, t);
     for (int64_t h = 0; h < heads; ++h) {
       const T* kh = k + (h / group) * kv.head_stride;
       const T* vh = v + (h / group) * kv.head_stride;

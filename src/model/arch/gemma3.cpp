@@ -78,7 +78,7 @@ class Gemma3Model final : public DecoderModel {
     count_weight_bytes(w);
   }
 
-  Tensor forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
+  Tensor forward_step(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
     const ModelConfig& c = config_;
     const int64_t t = int64_t(ids.size());
     const int64_t first = begin_step(state, t);
@@ -120,7 +120,7 @@ class Gemma3Model final : public DecoderModel {
       b.add_inplace(x, s);
     }
 
-    state.end_step();
+    state.end_step(t);
 
     Tensor out = logits(x, all_logits);
     if (c.final_logit_softcapping) {

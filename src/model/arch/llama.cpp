@@ -49,7 +49,7 @@ class LlamaFamilyModel final : public DecoderModel {
     count_weight_bytes(w);
   }
 
-  Tensor forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
+  Tensor forward_step(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
     const ModelConfig& c = config_;
     const int64_t t = int64_t(ids.size());
     const int64_t first = begin_step(state, t);
@@ -87,7 +87,7 @@ class LlamaFamilyModel final : public DecoderModel {
       }
     }
 
-    state.end_step();
+    state.end_step(t);
     return logits(x, all_logits);
   }
 

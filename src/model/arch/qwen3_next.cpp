@@ -1,0 +1,194 @@
+// Qwen3-Next (qwen3_next) and Qwen3.5 text (qwen3_5_text, and the language
+// model inside qwen3_5 folders): hybrid decoders whose layers are either
+// Gated DeltaNet (linear_attention, model/gated_deltanet.h) or gated full
+// attention, where q_proj also emits a per-head output gate: o(attn · sigmoid(gate)).
+// q/k norms, partial rotary RoPE, (1 + w) RMSNorms around each sublayer, and a
+// SwiGLU MLP or (Qwen3-Next) a sparse MoE with a gated shared expert.
+// Qwen3.5's M-RoPE gives text tokens the same position on all three axes,
+// which makes it the plain RoPE used here.
+#include <cmath>
+#include <cstring>
+#include <variant>
+
+#include "core/error.h"
+#include "model/arch/architectures.h"
+#include "model/attention.h"
+#include "model/decoder_model.h"
+#include "model/gated_deltanet.h"
+#include "model/layers.h"
+#include "model/moe.h"
+#include "model/rope.h"
+
+namespace fathom {
+namespace {
+
+// RMSNorm weights stored as w and applied as (1 + w), computed in f32.
+Tensor one_plus(const Tensor& w) {
+  Tensor out = Tensor::empty(w.shape(), DType::f32);
+  for (int64_t i = 0; i < w.numel(); ++i) out.data<float>()[i] = 1.0f + w.data<float>()[i];
+  return out;
+}
+
+// Full attention whose q_proj emits [query | gate] per head.
+struct GatedAttention {
+  Linear q_gate, k, v, o;
+  Tensor q_norm, k_norm;  // [head_dim], 1 + w
+
+  static GatedAttention load(const WeightLoader& w, const std::string& prefix, const ModelConfig& c) {
+    const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+    GatedAttention a;
+    a.q_gate = Linear::load(w, prefix + ".q_proj", 2 * q_dim, c.hidden_size, c.qkv_bias);
+    a.k = Linear::load(w, prefix + ".k_proj", kv_dim, c.hidden_size, c.qkv_bias);
+    a.v = Linear::load(w, prefix + ".v_proj", kv_dim, c.hidden_size, c.qkv_bias);
+    a.o = Linear::load(w, prefix + ".o_proj", c.hidden_size, q_dim, c.o_bias);
+    a.q_norm = one_plus(w.vector(prefix + ".q_norm.weight", c.head_dim));
+    a.k_norm = one_plus(w.vector(prefix + ".k_norm.weight", c.head_dim));
+    return a;
+  }
+};
+
+struct GatedAttentionScratch {
+  AttentionScratch base;
+  Tensor q_gate;  // [t, heads, 2 · head_dim]
+  Tensor gate;    // [t, heads · head_dim]
+  GatedAttentionScratch(int64_t t, const ModelConfig& c)
+      : base(t, c),
+        q_gate(Tensor::empty({t, c.num_heads, 2 * c.head_dim}, DType::f32)),
+        gate(Tensor::empty({t, c.num_heads * c.head_dim}, DType::f32)) {}
+};
+
+// out [t, hidden] ← o(attention(rope(q_norm(q)), rope(k_norm(k)), v) · sigmoid(gate)).
+void run_gated_attention(Backend& b, const GatedAttention& a, const ModelConfig& c, const Tensor& h,
+                         const Tensor& cos, const Tensor& sin, const AttentionParams& params, KvLayer& kv,
+                         GatedAttentionScratch& s, Tensor& out, bool bf16) {
+  const int64_t t = h.dim(0), hd = c.head_dim, heads = c.num_heads;
+  const int64_t q_dim = heads * hd, kv_dim = c.num_kv_heads * hd;
+  Tensor qg2 = s.q_gate.reshape({t, 2 * q_dim});
+  Tensor k2 = s.base.k.reshape({t, kv_dim}), v2 = s.base.v.reshape({t, kv_dim});
+  const Backend::MatmulTarget qkv[] = {{&a.q_gate.weight, a.q_gate.bias ? &*a.q_gate.bias : nullptr, &qg2},
+                                       {&a.k.weight, a.k.bias ? &*a.k.bias : nullptr, &k2},
+                                       {&a.v.weight, a.v.bias ? &*a.v.bias : nullptr, &v2}};
+  b.matmul_shared(h, qkv, bf16);
+  for (int64_t r = 0; r < t * heads; ++r) {
+    const float* src = s.q_gate.data<float>() + r * 2 * hd;
+    std::memcpy(s.base.q.data<float>() + r * hd, src, size_t(hd) * sizeof(float));
+    std::memcpy(s.gate.data<float>() + r * hd, src + hd, size_t(hd) * sizeof(float));
+  }
+  Tensor qh = s.base.q.reshape({t * heads, hd}), kh = s.base.k.reshape({t * c.num_kv_heads, hd});
+  b.rms_norm(qh, a.q_norm, float(c.rms_norm_eps), qh);
+  b.rms_norm(kh, a.k_norm, float(c.rms_norm_eps), kh);
+  b.rope(s.base.q, cos, sin);
+  b.rope(s.base.k, cos, sin);
+  kv.append(s.base.k, s.base.v);
+  kv.attend(b, s.base.q, params, s.base.attn);
+  float* attn = s.base.attn.data<float>();
+  const float* gate = s.gate.data<float>();
+  for (int64_t i = 0; i < t * q_dim; ++i) attn[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+  a.o(b, s.base.attn.reshape({t, q_dim}), out, bf16);
+}
+
+struct QwenNextLayer {
+  Tensor input_norm, post_attention_norm;  // 1 + w
+  std::variant<GatedDeltaNet, GatedAttention> mixer;
+  std::variant<GatedMlp, SparseMoe> mlp;
+};
+
+// Qwen3NextForCausalLM / Qwen3_5ForCausalLM save "model.",
+// Qwen3_5ForConditionalGeneration "model.language_model.".
+std::string text_prefix(const WeightLoader& w, const std::string& model_type) {
+  for (const char* p : {"model.", "model.language_model."})
+    if (w.has(std::string(p) + "embed_tokens.weight")) return p;
+  fail(model_type, ": no embed_tokens.weight under model. or model.language_model.");
+}
+
+class Qwen3NextModel final : public DecoderModel {
+ public:
+  Qwen3NextModel(ModelConfig config, WeightStore weights, const LoadOptions& options)
+      : DecoderModel(std::move(config), std::move(weights), options),
+        rope_(config_.rope, config_.head_dim, config_.max_position_embeddings) {
+    const ModelConfig& c = config_;
+    check(c.linear_attention.has_value(), "model_type ", c.model_type, ": config.json has no linear attention sizes");
+    check(c.hidden_activation == "silu", "model_type ", c.model_type, ": hidden_act \"", c.hidden_activation,
+          "\" is not supported (silu is)");
+    const WeightLoader w(weights_, dtype_);
+    const std::string root = text_prefix(w, c.model_type);
+    embed_ = w.table(root + "embed_tokens.weight", c.vocab_size, c.hidden_size);
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const std::string p = root + "layers." + std::to_string(i);
+      const LayerKind kind = c.layer_types[size_t(i)];
+      check(kind != LayerKind::sliding_attention, "model_type ", c.model_type, ": layer ", i,
+            " is sliding_attention, which this architecture does not have");
+      QwenNextLayer l{one_plus(w.vector(p + ".input_layernorm.weight", c.hidden_size)),
+                      one_plus(w.vector(p + ".post_attention_layernorm.weight", c.hidden_size)),
+                      GatedDeltaNet{}, GatedMlp{}};
+      if (kind == LayerKind::linear_attention) l.mixer = GatedDeltaNet::load(w, p + ".linear_attn", c);
+      else l.mixer = GatedAttention::load(w, p + ".self_attn", c);
+      if (c.is_sparse_moe_layer(i)) l.mlp = SparseMoe::load(w, p + ".mlp", c);
+      else l.mlp = GatedMlp::load(w, p + ".mlp", c.hidden_size, c.intermediate_size, false);
+      fused_projections_ = fused_projections_ || (kind == LayerKind::linear_attention &&
+                                                  std::get<GatedDeltaNet>(l.mixer).in_qkvz.has_value());
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = one_plus(w.vector(root + "norm.weight", c.hidden_size));
+    const bool tied = c.tie_word_embeddings || !w.has("lm_head.weight");
+    lm_head_ = w.matmul_weight(tied ? root + "embed_tokens.weight" : "lm_head.weight", c.vocab_size, c.hidden_size);
+    count_weight_bytes(w);
+  }
+
+  Tensor forward_step(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
+    const ModelConfig& c = config_;
+    const int64_t t = int64_t(ids.size());
+    const int64_t first = begin_step(state, t);
+    const bool bf16 = this->bf16();
+    const float eps = float(c.rms_norm_eps);
+    Backend& b = *backend_;
+
+    Tensor x = Tensor::empty({t, c.hidden_size}, DType::f32);  // residual stream
+    Tensor h = Tensor::empty({t, c.hidden_size}, DType::f32);  // normed input
+    Tensor s = Tensor::empty({t, c.hidden_size}, DType::f32);  // sublayer output
+    GatedAttentionScratch attn_scratch(t, c);
+    GatedDeltaNetScratch delta_scratch(t, *c.linear_attention, fused_projections_);
+    Tensor gate = Tensor::empty({t, c.intermediate_size}, DType::f32);  // dense MLPs
+    Tensor up = Tensor::empty({t, c.intermediate_size}, DType::f32);
+    Tensor cos = Tensor::empty({t, rope_.half()}, DType::f32);
+    Tensor sin = Tensor::empty({t, rope_.half()}, DType::f32);
+
+    b.embedding(embed_, ids, x);
+    rope_.fill(first, t, cos, sin);
+    AttentionParams params;
+    params.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+    params.first_position = first;
+
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const QwenNextLayer& l = layers_[size_t(i)];
+      b.rms_norm(x, l.input_norm, eps, h);
+      if (const auto* net = std::get_if<GatedDeltaNet>(&l.mixer))
+        run_gated_deltanet(b, *net, h, *state.recurrent[size_t(i)], delta_scratch, s, bf16);
+      else
+        run_gated_attention(b, std::get<GatedAttention>(l.mixer), c, h, cos, sin, params, *state.kv[size_t(i)],
+                            attn_scratch, s, bf16);
+      b.add_inplace(x, s);
+
+      b.rms_norm(x, l.post_attention_norm, eps, h);
+      if (const auto* moe = std::get_if<SparseMoe>(&l.mlp)) (*moe)(b, h, s, bf16);
+      else std::get<GatedMlp>(l.mlp)(b, h, gate, up, s, GateActivation::silu, bf16);
+      b.add_inplace(x, s);
+    }
+
+    state.end_step(t);
+    return logits(x, all_logits);
+  }
+
+ private:
+  RopeTable rope_;
+  bool fused_projections_ = false;  // Qwen3-Next's in_proj_qkvz / in_proj_ba
+  std::vector<QwenNextLayer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_qwen3_next(ModelConfig config, WeightStore weights, const LoadOptions& options) {
+  return std::make_unique<Qwen3NextModel>(std::move(config), std::move(weights), options);
+}
+
+}  // namespace fathom
