@@ -3,6 +3,11 @@
 
 Usage:
     /usr/bin/python3 scripts/make_random_model.py --shape qwen3-0.6b|llama-3.2-1b --out DIR [--seed N]
+    /usr/bin/python3 scripts/make_random_model.py --manifest DIR --out DIR [--seed N]
+
+--manifest takes a folder written by scripts/make_bench_manifests.py (config.json and
+manifest.json: the tensor names and shapes transformers builds for that config), for
+architectures whose tensor lists are not spelled out here.
 
 Needs only the Python standard library and numpy (Debian: apt-get install -y python3-numpy).
 
@@ -136,7 +141,7 @@ SHAPES = {
 }
 
 # Tensor kinds -> how they are initialised.
-EMBED, LINEAR, NORM = "embed", "linear", "norm"
+EMBED, LINEAR, NORM, SMALL, ONE = "embed", "linear", "norm", "small", "one"
 
 
 def tensor_list(shape_name):
@@ -166,6 +171,26 @@ def tensor_list(shape_name):
     out.append(("model.norm.weight", (h,), NORM))
     if not c["tie_word_embeddings"]:
         out.append(("lm_head.weight", (c["vocab_size"], h), LINEAR))
+    return out
+
+
+def manifest_tensor_list(manifest):
+    """[(name, shape, kind)] from a manifest: embeddings N(0,1), norm vectors ~1,
+    Gemma 4's layer_scalar 1, other vectors (DeltaNet A_log / dt_bias, router scales)
+    small, every other matrix N(0, 1/last dim) (conv1d [C, 1, K] and fused experts
+    [E, out, in] alike)."""
+    out = []
+    for name, shape in manifest["tensors"]:
+        shape = tuple(shape)
+        if len(shape) >= 2:
+            kind = EMBED if "embed" in name else LINEAR
+        elif name.endswith("layer_scalar"):
+            kind = ONE
+        elif "norm" in name:
+            kind = NORM
+        else:
+            kind = SMALL
+        out.append((name, shape, kind))
     return out
 
 
@@ -201,6 +226,10 @@ def gen_chunks(kind, shape, rng, chunk_elems):
         elif kind == NORM:
             x *= np.float32(0.05)
             x += np.float32(1.0)
+        elif kind == SMALL:
+            x *= np.float32(0.05)
+        elif kind == ONE:
+            x[:] = np.float32(1.0)
         yield f32_to_bf16_bits(x)
         done += n
 
@@ -232,7 +261,9 @@ def plan_shards(tensors, max_shard_bytes):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", required=True, choices=sorted(SHAPES))
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--shape", choices=sorted(SHAPES))
+    which.add_argument("--manifest", help="folder with config.json + manifest.json (make_bench_manifests.py)")
     ap.add_argument("--out", required=True, help="output folder (created)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-shard-bytes", type=float, default=2e9,
@@ -242,7 +273,19 @@ def main():
     args = ap.parse_args()
 
     t0 = time.time()
-    spec = SHAPES[args.shape]
+    if args.manifest:
+        with open(os.path.join(args.manifest, "config.json")) as f:
+            config = json.load(f)
+        with open(os.path.join(args.manifest, "manifest.json")) as f:
+            manifest = json.load(f)
+        eos = config.get("eos_token_id", config.get("text_config", {}).get("eos_token_id"))
+        spec = {"config": config, "generation_config": {"eos_token_id": eos}}
+        tensors = manifest_tensor_list(manifest)
+        label = os.path.basename(os.path.normpath(args.manifest))
+    else:
+        spec = SHAPES[args.shape]
+        tensors = tensor_list(args.shape)
+        label = args.shape
     os.makedirs(args.out, exist_ok=True)
     # remove stale outputs from a previous run with a different sharding
     for fn in os.listdir(args.out):
@@ -256,7 +299,6 @@ def main():
         json.dump(spec["generation_config"], f, indent=2)
         f.write("\n")
 
-    tensors = tensor_list(args.shape)
     shards = plan_shards(tensors, int(args.max_shard_bytes))
     nshard = len(shards)
     weight_map = {}
@@ -291,7 +333,7 @@ def main():
             json.dump(index, f, indent=2)
             f.write("\n")
 
-    print(f"{args.shape}: {total_params / 1e6:.1f}M params, {total_bytes / 1e9:.3f} GB bf16, "
+    print(f"{label}: {total_params / 1e6:.1f}M params, {total_bytes / 1e9:.3f} GB bf16, "
           f"{nshard} shard(s), {time.time() - t0:.1f}s -> {args.out}", file=sys.stderr)
 
 

@@ -26,6 +26,14 @@ struct Linear {
   }
 };
 
+// Gemma and Qwen3-Next store some RMSNorm weights as w and scale by (1 + w),
+// computed in f32: this returns 1 + w, which the plain rms_norm op applies.
+inline Tensor one_plus(const Tensor& w) {
+  Tensor out = Tensor::empty(w.shape(), DType::f32);
+  for (int64_t i = 0; i < w.numel(); ++i) out.data<float>()[i] = 1.0f + w.data<float>()[i];
+  return out;
+}
+
 enum class GateActivation { silu, gelu_tanh };
 
 // A gated MLP: y = down(act(gate(x)) * up(x)) (SwiGLU, or GeGLU with tanh GELU).

@@ -15,26 +15,72 @@ SparseMoe SparseMoe::load(const WeightLoader& w, const std::string& prefix, cons
   m.norm_topk_prob = c.norm_topk_prob;
   const int64_t e = c.num_experts, hidden = c.hidden_size, inter = c.moe_intermediate_size;
   m.router = w.f32_matrix(prefix + ".gate.weight", e, hidden);
-  const std::string fused = prefix + ".experts.gate_up_proj";
-  if (w.has(fused)) {
-    const Tensor gate_up = w.matmul_weight_stack(fused, e, 2 * inter, hidden);        // [E·2I, H]
-    const Tensor down = w.matmul_weight_stack(prefix + ".experts.down_proj", e, hidden, inter);  // [E·H, I]
-    for (int64_t i = 0; i < e; ++i) {
-      GatedMlp x;
-      x.gate.weight = gate_up.slice_rows(i * 2 * inter, i * 2 * inter + inter);  // gate is the first half
-      x.up.weight = gate_up.slice_rows(i * 2 * inter + inter, (i + 1) * 2 * inter);
-      x.down.weight = down.slice_rows(i * hidden, (i + 1) * hidden);
-      m.experts.push_back(std::move(x));
-    }
-  } else {
-    for (int64_t i = 0; i < e; ++i)
-      m.experts.push_back(GatedMlp::load(w, prefix + ".experts." + std::to_string(i), hidden, inter, false));
-  }
+  m.experts = load_experts(w, prefix + ".experts", e, hidden, inter);
   if (c.shared_expert_intermediate_size > 0) {
     m.shared_expert = GatedMlp::load(w, prefix + ".shared_expert", hidden, c.shared_expert_intermediate_size, false);
     m.shared_expert_gate = w.f32_matrix(prefix + ".shared_expert_gate.weight", 1, hidden);
   }
   return m;
+}
+
+std::vector<GatedMlp> load_experts(const WeightLoader& w, const std::string& prefix, int64_t experts, int64_t hidden,
+                                   int64_t intermediate) {
+  std::vector<GatedMlp> out;
+  if (w.has(prefix + ".gate_up_proj")) {
+    const int64_t i2 = 2 * intermediate;
+    const Tensor gate_up = w.matmul_weight_stack(prefix + ".gate_up_proj", experts, i2, hidden);  // [E·2I, H]
+    const Tensor down = w.matmul_weight_stack(prefix + ".down_proj", experts, hidden, intermediate);  // [E·H, I]
+    for (int64_t e = 0; e < experts; ++e) {
+      GatedMlp m;
+      m.gate.weight = gate_up.slice_rows(e * i2, e * i2 + intermediate);
+      m.up.weight = gate_up.slice_rows(e * i2 + intermediate, (e + 1) * i2);
+      m.down.weight = down.slice_rows(e * hidden, (e + 1) * hidden);
+      out.push_back(std::move(m));
+    }
+  } else {
+    for (int64_t e = 0; e < experts; ++e)
+      out.push_back(GatedMlp::load(w, prefix + "." + std::to_string(e), hidden, intermediate, false));
+  }
+  return out;
+}
+
+void run_experts(Backend& b, std::span<const GatedMlp> experts, GateActivation act, const Tensor& x,
+                 const std::vector<int32_t>& chosen, const std::vector<float>& weights, int64_t k, Tensor& y,
+                 bool bf16) {
+  const int64_t t = x.dim(0), hidden = x.dim(1), e = int64_t(experts.size());
+  check(y.dim(0) == t && y.dim(1) == hidden, "experts: x ", x.shape_string(), " and y ", y.shape_string(),
+        " disagree");
+  check(int64_t(chosen.size()) == t * k && int64_t(weights.size()) == t * k, "experts: ", chosen.size(),
+        " choices for ", t, " tokens × top_k ", k);
+  // Each expert's tokens and their routing weights, in token order.
+  std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(e));
+  std::vector<std::vector<float>> token_weights(static_cast<size_t>(e));
+  for (int64_t i = 0; i < t * k; ++i) {
+    const int32_t ex = chosen[size_t(i)];
+    check(ex >= 0 && ex < e, "experts: expert ", ex, " outside [0, ", e, ")");
+    tokens[size_t(ex)].push_back(i / k);
+    token_weights[size_t(ex)].push_back(weights[size_t(i)]);
+  }
+  std::memset(y.data<float>(), 0, size_t(y.numel()) * sizeof(float));
+  for (int64_t ex = 0; ex < e; ++ex) {
+    const int64_t n = int64_t(tokens[size_t(ex)].size());
+    if (n == 0) continue;
+    const GatedMlp& mlp = experts[size_t(ex)];
+    Tensor in = Tensor::empty({n, hidden}, DType::f32);  // the expert's tokens, gathered
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(in.data<float>() + r * hidden, x.data<float>() + tokens[size_t(ex)][size_t(r)] * hidden,
+                  size_t(hidden) * sizeof(float));
+    Tensor gate = Tensor::empty({n, mlp.intermediate_size()}, DType::f32);
+    Tensor up = Tensor::empty({n, mlp.intermediate_size()}, DType::f32);
+    Tensor out = Tensor::empty({n, hidden}, DType::f32);
+    mlp(b, in, gate, up, out, act, bf16);
+    for (int64_t r = 0; r < n; ++r) {
+      const float wgt = token_weights[size_t(ex)][size_t(r)];
+      const float* src = out.data<float>() + r * hidden;
+      float* dst = y.data<float>() + tokens[size_t(ex)][size_t(r)] * hidden;
+      for (int64_t d = 0; d < hidden; ++d) dst[d] += src[d] * wgt;
+    }
+  }
 }
 
 void route_top_k(const float* logits, int64_t experts, int64_t k, bool renormalize, std::vector<int32_t>& chosen,
@@ -62,40 +108,14 @@ void SparseMoe::operator()(Backend& b, const Tensor& x, Tensor& y, bool bf16) co
   Tensor logits = Tensor::empty({t, e}, DType::f32);
   b.matmul(x, router, nullptr, logits, false);  // routing in f32 even for bf16 compute: see f32_matrix
 
-  // Each expert's tokens and their routing weights, in token order.
-  std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(e));
-  std::vector<std::vector<float>> token_weights(static_cast<size_t>(e));
-  std::vector<int32_t> chosen;
-  std::vector<float> weights;
+  std::vector<int32_t> chosen, all_chosen;
+  std::vector<float> weights, all_weights;
   for (int64_t i = 0; i < t; ++i) {
     route_top_k(logits.data<float>() + i * e, e, top_k, norm_topk_prob, chosen, weights);
-    for (int64_t j = 0; j < top_k; ++j) {
-      tokens[chosen[j]].push_back(i);
-      token_weights[chosen[j]].push_back(weights[j]);
-    }
+    all_chosen.insert(all_chosen.end(), chosen.begin(), chosen.end());
+    all_weights.insert(all_weights.end(), weights.begin(), weights.end());
   }
-
-  // Only experts with tokens run; their outputs accumulate in expert order, as
-  // transformers does.
-  std::memset(y.data<float>(), 0, size_t(y.numel()) * sizeof(float));
-  for (int64_t ex = 0; ex < e; ++ex) {
-    const int64_t n = int64_t(tokens[ex].size());
-    if (n == 0) continue;
-    const GatedMlp& mlp = experts[ex];
-    Tensor in = Tensor::empty({n, hidden}, DType::f32);  // the expert's tokens, gathered
-    for (int64_t r = 0; r < n; ++r)
-      std::memcpy(in.data<float>() + r * hidden, x.data<float>() + tokens[ex][r] * hidden, size_t(hidden) * 4);
-    Tensor gate = Tensor::empty({n, mlp.intermediate_size()}, DType::f32);
-    Tensor up = Tensor::empty({n, mlp.intermediate_size()}, DType::f32);
-    Tensor out = Tensor::empty({n, hidden}, DType::f32);
-    mlp(b, in, gate, up, out, GateActivation::silu, bf16);
-    for (int64_t r = 0; r < n; ++r) {
-      const float wgt = token_weights[ex][r];
-      const float* src = out.data<float>() + r * hidden;
-      float* dst = y.data<float>() + tokens[ex][r] * hidden;
-      for (int64_t d = 0; d < hidden; ++d) dst[d] += src[d] * wgt;
-    }
-  }
+  run_experts(b, experts, GateActivation::silu, x, all_chosen, all_weights, top_k, y, bf16);
   if (shared_expert) add_shared_expert(b, x, y, bf16);
 }
 

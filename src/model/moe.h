@@ -4,6 +4,7 @@
 // experts run. Qwen3-Next adds a shared expert that every token runs, scaled
 // by a per-token sigmoid gate.
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,20 @@ struct SparseMoe {
  private:
   void add_shared_expert(Backend& b, const Tensor& x, Tensor& y, bool bf16) const;
 };
+
+// A bank of E gated-MLP experts: `prefix`.gate_up_proj [E, 2I, H] (gate rows
+// first) with .down_proj [E, H, I], what transformers 5 saves, or one folder
+// per expert, `prefix`.E.{gate,up,down}_proj.weight.
+std::vector<GatedMlp> load_experts(const WeightLoader& w, const std::string& prefix, int64_t experts, int64_t hidden,
+                                   int64_t intermediate);
+
+// y [t, hidden] ← Σ over each token's k choices of weight · expert(x), with
+// chosen/weights row-major [t, k]. Experts without tokens never run; each
+// runs once over its tokens gathered, and sums accumulate in expert order
+// (as transformers does).
+void run_experts(Backend& b, std::span<const GatedMlp> experts, GateActivation act, const Tensor& x,
+                 const std::vector<int32_t>& chosen, const std::vector<float>& weights, int64_t k, Tensor& y,
+                 bool bf16);
 
 // Top-k routing of one token: softmax over `logits` in f32, the k largest
 // probabilities (ties: lower expert first), renormalized to sum 1 when asked.

@@ -22,13 +22,6 @@ struct GemmaDecoderLayer {
   GatedMlp mlp;
 };
 
-// Gemma stores RMSNorm weights as w and scales by (1 + w), computed in f32.
-Tensor one_plus(Tensor w) {
-  Tensor out = Tensor::empty(w.shape(), DType::f32);
-  for (int64_t i = 0; i < w.numel(); ++i) out.data<float>()[i] = 1.0f + w.data<float>()[i];
-  return out;
-}
-
 // Where the text model's weights live: Gemma3ForCausalLM saves "model.",
 // Gemma3ForConditionalGeneration "model.language_model." (transformers 5) or
 // "language_model.model." (older).

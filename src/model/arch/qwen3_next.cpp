@@ -22,13 +22,6 @@
 namespace fathom {
 namespace {
 
-// RMSNorm weights stored as w and applied as (1 + w), computed in f32.
-Tensor one_plus(const Tensor& w) {
-  Tensor out = Tensor::empty(w.shape(), DType::f32);
-  for (int64_t i = 0; i < w.numel(); ++i) out.data<float>()[i] = 1.0f + w.data<float>()[i];
-  return out;
-}
-
 // Full attention whose q_proj emits [query | gate] per head.
 struct GatedAttention {
   Linear q_gate, k, v, o;
