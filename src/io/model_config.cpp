@@ -192,7 +192,7 @@ ModelConfig parse_model_config(const json& root) {
   m.tie_word_embeddings = optional_field<bool>(c, "tie_word_embeddings", optional_field<bool>(root, "tie_word_embeddings", false));
   const bool gemma3 = m.model_type == "gemma3_text";
   const bool gemma4 = m.model_type == "gemma4_text";
-  const bool qwen_next = m.model_type == "qwen3_next" || m.model_type == "qwen3_5_text" || m.model_type == "qwen3_5_moe_text";
+  const bool qwen_next = m.model_type == "qwen3_next" || m.model_type == "qwen3_5_text";
   m.rope = parse_rope(c, gemma3 ? 1000000.0 : 10000.0);
   check(m.rope.type == "proportional" || m.rotary_dim() % 2 == 0, "config.json: rotary dim ", m.rotary_dim(), " must be even");
   check(m.rotary_dim() <= m.head_dim, "config.json: rotary dim ", m.rotary_dim(),

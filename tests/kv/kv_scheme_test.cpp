@@ -185,5 +185,47 @@ TEST_F(SchemeOnModel, DelayedStartIsExactBeforeAndConvertsAtTheBoundary) {
   }
 }
 
+
+// The schemes on the hybrid families: sliding layers drop coded rows, shared
+// layers own none, recurrent layers keep their f32 state; bytes stay exact and
+// an 8-bit cache stays close to the plain one.
+TEST(SchemesOnHybridModels, BytesExactAndKv8Close) {
+  for (const char* fixture : {"gemma3_sliding", "gemma4_ple_shared_kv", "qwen3_next_moe"}) {
+    const std::string dir = std::string(FATHOM_FIXTURES_DIR) + "/parity/" + fixture;
+    auto rng = testing::fresh_rng();
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 40; ++i) ids.push_back(int32_t(3 + rng() % 500));
+    Tensor plain_logits;
+    for (const KvScheme& s : {KvScheme::bf16(), KvScheme::affine_uniform(8, 32, 0), KvScheme::affine_uniform(4, 32, 12),
+                              KvScheme::turbo(4, 4)}) {
+      LoadOptions o;
+      o.kv_scheme = s;
+      o.sliding_step = 5;
+      auto model = load_model(dir, o);
+      auto state = model->new_state(int64_t(ids.size()));
+      Tensor logits = prefill(*model, *state, ids, FixedPrefillPolicy(7), true);
+      EXPECT_EQ(state->bytes(), model->kv_bytes_at(int64_t(ids.size()))) << fixture << " " << s.cache_key();
+      if (s.kind() == KvScheme::Kind::bf16) plain_logits = logits;
+      if (s.cache_key() == "kv8-g32")
+        EXPECT_LE(testing::relative_error(logits.data<float>(), plain_logits.data<float>(), logits.numel()), 2e-2)
+            << fixture;
+    }
+  }
+}
+
+TEST(SchemesOnHybridModels, PerLayerHeadDimsAreChecked) {
+  // gemma4_moe_k_eq_v: sliding head_dim 24, global 48: neither groups of 32
+  // nor TurboQuant's power-of-two rotation fit.
+  const std::string dir = std::string(FATHOM_FIXTURES_DIR) + "/parity/gemma4_moe_k_eq_v";
+  for (const KvScheme& s : {KvScheme::affine_uniform(8, 32, 0), KvScheme::turbo(4, 4)}) {
+    LoadOptions o;
+    o.kv_scheme = s;
+    EXPECT_THROW(load_model(dir, o), Error) << s.cache_key();
+  }
+  LoadOptions o;
+  o.kv_scheme = KvScheme::affine_uniform(8, 64, 0);  // 24 % 64 != 0 either
+  EXPECT_THROW(load_model(dir, o), Error);
+}
+
 }  // namespace
 }  // namespace fathom
