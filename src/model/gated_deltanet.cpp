@@ -165,6 +165,7 @@ void gated_delta_rule_chunked(const DeltaNetDims& d, const DeltaRuleInputs& in, 
           for (int64_t j = 0; j <= i; ++j) {
             const float* kj = kc + j * dk;
             float kk = 0.0f, qk = 0.0f;
+#pragma omp simd reduction(+ : kk, qk)
             for (int64_t a = 0; a < dk; ++a) {
               kk += ki[a] * kj[a];
               qk += qi[a] * kj[a];
