@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "backend/backend.h"
+#include "backend/cpu/elementwise.h"
+#include "backend/cpu/kernels.h"
 #include "test_util.h"
 
 namespace fathom {
@@ -54,6 +56,20 @@ TEST(Elementwise, RopeRotatesPairsAndKeepsTheRestUntouched) {
       }
       for (int64_t i = 2 * half; i < head_dim; ++i) EXPECT_EQ(a[i], b[i]);
     }
+}
+
+TEST(Elementwise, FastSiluMulMatchesReference) {
+  auto rng = fresh_rng();
+  const int64_t n = 1000 + 7;  // a tail past the last whole vector
+  Tensor gate = random_tensor({n}, DType::f32, rng, 8.0f), up = random_tensor({n}, DType::f32, rng);
+  gate.data<float>()[0] = -120.0f;  // below the fast exp's clamp
+  gate.data<float>()[1] = 0.0f;
+  std::vector<float> fast(static_cast<size_t>(n)), ref(fast.size());
+  cpu::kernels_for(cpu::detect_isa()).silu_mul(gate.data<float>(), up.data<float>(), fast.data(), 3, n);
+  cpu::silu_mul_range(gate.data<float>(), up.data<float>(), ref.data(), 3, n);
+  cpu::kernels_for(cpu::detect_isa()).silu_mul(gate.data<float>(), up.data<float>(), fast.data(), 0, 3);
+  cpu::silu_mul_range(gate.data<float>(), up.data<float>(), ref.data(), 0, 3);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(fast[i], ref[i], 1e-6f * std::max(1.0f, std::abs(ref[i]))) << i;
 }
 
 TEST(Elementwise, SiluMulAndAdd) {

@@ -158,7 +158,28 @@ int64_t attention_scratch_floats(const KvView& kv, int64_t heads, int64_t rows_i
 
 void attention_tile(const Kernels& k, const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
                     int64_t g, int64_t t0, int64_t t1, float* scratch, float* out) {
+  if (t1 - t0 == 1 && !kv.reader && k.attend_decode) {
+    // Decode: one query row, its group's heads side by side in q and out.
+    const int64_t group = heads / kv.kv_heads, d = kv.head_dim;
+    const KeyRange r = visible_keys(kv, p, t0);
+    const size_t first = size_t(g * kv.head_stride + r.lo * d) * dtype_size(kv.dtype);
+    const int64_t at = (t0 * heads + g * group) * d;
+    if (k.attend_decode(q + at, group, p.scale, static_cast<const char*>(kv.k) + first,
+                        static_cast<const char*>(kv.v) + first, kv.dtype, d, r.hi - r.lo + 1, scratch, out + at))
+      return;
+  }
   attend_group_tile(k, q, heads, kv, p, g, t0, t1, scratch, out);
+}
+
+bool attend_decode_reference(const float* q, int64_t nq, float scale, const void* k, const void* v, DType dtype,
+                             int64_t d, int64_t n, float* /*scratch*/, float* out) {
+  KvView plain{nullptr, k, v, dtype, 1, d, n, n * d};
+  AttentionParams p;
+  p.scale = scale;
+  p.first_position = n - 1;  // the query sees every row
+  if (dtype == DType::bf16) reference_rows<bf16_t>(q, nq, plain, p, 0, 1, out);
+  else reference_rows<float>(q, nq, plain, p, 0, 1, out);
+  return true;
 }
 
 void attention_rows_reference(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,

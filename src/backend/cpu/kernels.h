@@ -72,12 +72,30 @@ using SoftmaxRow = void (*)(float* x, int64_t n, int64_t first, int64_t last);
 void softmax_row_reference(float* x, int64_t n, int64_t first, int64_t last);
 void softmax_row_avx512(float* x, int64_t n, int64_t first, int64_t last);
 
+// out[i] = silu(gate[i]) · up[i] for i in [i0, i1); the reference is
+// silu_mul_range (elementwise.h), the fast exp is softmax's polynomial.
+using SiluMul = void (*)(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
+void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
+
+// Decode attention for one query row and one kv group: out[qi] = softmax(scale ·
+// q[qi] · kᵀ) · v over the n rows of k and v ([n, d], f32 or bf16), queries
+// q [nq, d], out [nq, d]. scratch holds nq · d + min(nq, 8) · n floats. The
+// fast version returns false for shapes it does not take (then use the tiles).
+using AttendDecode = bool (*)(const float* q, int64_t nq, float scale, const void* k, const void* v, DType dtype,
+                              int64_t d, int64_t n, float* scratch, float* out);
+bool attend_decode_reference(const float* q, int64_t nq, float scale, const void* k, const void* v, DType dtype,
+                             int64_t d, int64_t n, float* scratch, float* out);
+bool attend_decode_avx512(const float* q, int64_t nq, float scale, const void* k, const void* v, DType dtype,
+                          int64_t d, int64_t n, float* scratch, float* out);
+
 // The kernels of one instruction set.
 struct Kernels {
   MatmulSlice matmul;
   GemmNn gemm_nn;
   ToBf16 to_bf16;
   SoftmaxRow softmax_row;
+  SiluMul silu_mul;
+  AttendDecode attend_decode;  // null: decode uses the tiles
   bool bf16_dot;  // matmul multiplies MatmulArgs::xb directly (else x must hold bf16-rounded values)
 };
 Kernels kernels_for(Isa isa);

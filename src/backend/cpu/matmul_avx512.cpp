@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "backend/cpu/elementwise.h"
 #include "backend/cpu/kernels.h"
 
 namespace fathom::cpu {
@@ -195,6 +197,20 @@ void softmax_row_avx512(float* x, int64_t n, int64_t first, int64_t last) {
   }
 }
 
+void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
+  // silu(g) = g·σ(g) with σ from e = exp(−|g|) ≤ 1: 1/(1+e) for g ≥ 0, e/(1+e) below.
+  const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+  int64_t i = i0;
+  for (; i + 16 <= i1; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(zero, _mm512_abs_ps(g)));
+    const __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(g, zero, _CMP_GE_OQ), e, one);
+    const __m512 sigmoid = _mm512_div_ps(num, _mm512_add_ps(one, e));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(g, sigmoid), _mm512_loadu_ps(up + i)));
+  }
+  silu_mul_range(gate, up, out, i, i1);
+}
+
 void to_bf16_avx512(const float* src, int64_t n, bf16_t* dst) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
@@ -209,5 +225,7 @@ void gemm_nn_avx512(const float* x, int64_t ldx, const void* w, DType w_dtype, i
   else
     gemm_nn<DotF32<float>>(x, ldx, static_cast<const float*>(w), ldw, M, K, N, y, ldy);
 }
+
+#include "backend/cpu/attention_decode_avx512.inc"
 
 }  // namespace fathom::cpu
