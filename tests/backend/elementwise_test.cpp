@@ -72,6 +72,20 @@ TEST(Elementwise, FastSiluMulMatchesReference) {
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(fast[i], ref[i], 1e-6f * std::max(1.0f, std::abs(ref[i]))) << i;
 }
 
+TEST(Elementwise, FastGeluTanhMulMatchesReference) {
+  auto rng = fresh_rng();
+  const int64_t n = 1000 + 9;
+  Tensor gate = random_tensor({n}, DType::f32, rng, 4.0f), up = random_tensor({n}, DType::f32, rng);
+  gate.data<float>()[0] = -60.0f;  // tanh saturates: the product is -0
+  gate.data<float>()[1] = 0.0f;
+  gate.data<float>()[2] = 30.0f;
+  std::vector<float> fast(static_cast<size_t>(n)), ref(fast.size());
+  const auto k = cpu::kernels_for(cpu::detect_isa());
+  k.gelu_tanh_mul(gate.data<float>(), up.data<float>(), fast.data(), 0, n);
+  cpu::gelu_tanh_mul_range(gate.data<float>(), up.data<float>(), ref.data(), 0, n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(fast[i], ref[i], 2e-6f * std::max(1.0f, std::abs(ref[i]))) << i;
+}
+
 TEST(Elementwise, SiluMulAndAdd) {
   auto rng = fresh_rng();
   auto backend = make_cpu_backend();

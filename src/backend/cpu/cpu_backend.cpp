@@ -92,7 +92,7 @@ class CpuBackend final : public Backend {
 
   void gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) override {
     small_parallel_for(gate.numel(), 64, [&](int64_t i0, int64_t i1) {
-      cpu::gelu_tanh_mul_range(gate.data<float>(), up.data<float>(), out.data<float>(), i0, i1);
+      kernels_.gelu_tanh_mul(gate.data<float>(), up.data<float>(), out.data<float>(), i0, i1);
     });
   }
 

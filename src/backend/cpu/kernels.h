@@ -76,6 +76,8 @@ void softmax_row_avx512(float* x, int64_t n, int64_t first, int64_t last);
 // silu_mul_range (elementwise.h), the fast exp is softmax's polynomial.
 using SiluMul = void (*)(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
 void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
+// The same for gelu_tanh(gate) · up (reference: gelu_tanh_mul_range).
+void gelu_tanh_mul_avx512(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
 
 // Decode attention for one query row and one kv group: out[qi] = softmax(scale ·
 // q[qi] · kᵀ) · v over the n rows of k and v ([n, d], f32 or bf16), queries
@@ -95,6 +97,7 @@ struct Kernels {
   ToBf16 to_bf16;
   SoftmaxRow softmax_row;
   SiluMul silu_mul;
+  SiluMul gelu_tanh_mul;  // same signature
   AttendDecode attend_decode;  // null: decode uses the tiles
   bool bf16_dot;  // matmul multiplies MatmulArgs::xb directly (else x must hold bf16-rounded values)
 };

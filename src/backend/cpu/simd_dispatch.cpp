@@ -25,12 +25,16 @@ const char* isa_name(Isa isa) {
 
 Kernels kernels_for(Isa isa) {
   switch (isa) {
-    case Isa::avx512: return {matmul_slice_avx512, gemm_nn_avx512, to_bf16_avx512, softmax_row_avx512, silu_mul_avx512,
-                               attend_decode_avx512, true};
-    case Isa::avx2: return {matmul_slice_avx2, gemm_nn_avx2, to_bf16_reference, softmax_row_reference, silu_mul_range, nullptr, false};
+    case Isa::avx512:
+      return {matmul_slice_avx512, gemm_nn_avx512,       to_bf16_avx512,       softmax_row_avx512,
+              silu_mul_avx512,     gelu_tanh_mul_avx512, attend_decode_avx512, true};
+    case Isa::avx2:
+      return {matmul_slice_avx2, gemm_nn_avx2,        to_bf16_reference, softmax_row_reference,
+              silu_mul_range,    gelu_tanh_mul_range, nullptr,           false};
     case Isa::portable: break;
   }
-  return {matmul_slice_reference, gemm_nn_reference, to_bf16_reference, softmax_row_reference, silu_mul_range, nullptr, false};
+  return {matmul_slice_reference, gemm_nn_reference,   to_bf16_reference, softmax_row_reference,
+          silu_mul_range,         gelu_tanh_mul_range, nullptr,           false};
 }
 
 DequantAffineRow best_dequant_affine_row() {
