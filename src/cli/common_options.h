@@ -22,6 +22,7 @@ struct ModelOptions {
   std::string quantized_kv_start;
   std::string turbo_kv;
   bool describe_kv = false;
+  bool weights_in_ram = false;  // WeightResidence::ram instead of mapped
 
   void add_to(CLI::App& app);
   KvScheme kv_scheme() const;

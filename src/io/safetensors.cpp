@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,9 +17,12 @@
 
 namespace fathom {
 
+// A whole file's bytes: a read-only mapping, or (WeightResidence::ram) a
+// private copy in anonymous memory aligned to 2 MiB and advised to use
+// transparent huge pages.
 class MappedFile {
  public:
-  explicit MappedFile(const std::string& path) : path_(path) {
+  MappedFile(const std::string& path, WeightResidence residence) : path_(path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     check(fd >= 0, "safetensors: cannot open ", path, ": ", std::strerror(errno));
     struct stat st {};
@@ -27,26 +31,62 @@ class MappedFile {
       fail("safetensors: cannot stat ", path);
     }
     size_ = size_t(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (size_ == 0) {
       ::close(fd);
-      check(p != MAP_FAILED, "safetensors: cannot mmap ", path, ": ", std::strerror(errno));
-      data_ = static_cast<const char*>(p);
-    } else {
-      ::close(fd);
+      return;
     }
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    check(p != MAP_FAILED, "safetensors: cannot mmap ", path, ": ", std::strerror(errno));
+    data_ = static_cast<const char*>(p);
+    mapped_bytes_ = size_;
+    if (residence == WeightResidence::ram) copy_to_huge_pages();
   }
   ~MappedFile() {
-    if (data_) ::munmap(const_cast<char*>(data_), size_);
+    if (data_) ::munmap(const_cast<char*>(data_), mapped_bytes_);
   }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
   const char* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
  private:
+  static constexpr size_t kHugePage = size_t(2) << 20;
+
+  // Replaces the file mapping with an anonymous copy. The copy goes in chunks,
+  // each chunk's file pages dropped from this process once copied, so the
+  // resident peak stays near one copy of the file.
+  void copy_to_huge_pages() {
+    const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+    const size_t bytes = (size_ + page - 1) / page * page;
+    // Over-allocate by one huge page, then trim both ends to a 2 MiB-aligned start.
+    void* raw = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    check(raw != MAP_FAILED, "safetensors: cannot allocate ", bytes, " bytes to hold ", path_,
+          " in memory: ", std::strerror(errno));
+    const uintptr_t start = uintptr_t(raw), aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > start) ::munmap(raw, aligned - start);
+    const size_t tail = start + bytes + kHugePage - (aligned + bytes);
+    if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+    char* copy = reinterpret_cast<char*>(aligned);
+    // Only advice: without THP the copy still works, on 4 KiB pages.
+    ::madvise(copy, bytes, MADV_HUGEPAGE);
+    constexpr size_t kChunk = 16 * kHugePage;
+    for (size_t at = 0; at < size_; at += kChunk) {
+      const size_t n = std::min(kChunk, size_ - at);
+      std::memcpy(copy + at, data_ + at, n);
+      ::madvise(const_cast<char*>(data_) + at, (n + page - 1) / page * page, MADV_DONTNEED);
+    }
+    ::munmap(const_cast<char*>(data_), mapped_bytes_);
+    ::mprotect(copy, bytes, PROT_READ);  // weights are immutable, as the mapping was
+    data_ = copy;
+    mapped_bytes_ = bytes;
+  }
+
   std::string path_;
   const char* data_ = nullptr;
   size_t size_ = 0;
+  size_t mapped_bytes_ = 0;  // length to munmap: size_ rounded up to a page for a copy
 };
 
 namespace {
@@ -66,18 +106,20 @@ DType parse_safetensors_dtype(const std::string& name) {
   fail("safetensors: unsupported tensor dtype ", name, " (supported: F32, BF16, F16)");
 }
 
-WeightStore WeightStore::open_file(const std::string& path) {
+WeightStore WeightStore::open_file(const std::string& path, WeightResidence residence) {
   WeightStore store;
+  store.residence_ = residence;
   store.add_file(path);
   return store;
 }
 
-WeightStore WeightStore::open_folder(const std::string& dir) {
+WeightStore WeightStore::open_folder(const std::string& dir, WeightResidence residence) {
   namespace fs = std::filesystem;
   check(fs::is_directory(dir), "model folder not found: ", dir);
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   const fs::path single = fs::path(dir) / "model.safetensors";
   WeightStore store;
+  store.residence_ = residence;
   if (fs::exists(index)) {
     std::ifstream in(index);
     nlohmann::json j;
@@ -106,7 +148,7 @@ WeightStore WeightStore::open_folder(const std::string& dir) {
 }
 
 void WeightStore::add_file(const std::string& path) {
-  auto file = std::make_shared<MappedFile>(path);
+  auto file = std::make_shared<MappedFile>(path, residence_);
   const size_t size = file->size();
   check(size >= 8, "safetensors ", path, ": truncated (", size, " bytes, no header)");
   uint64_t header_len = 0;

@@ -1,7 +1,10 @@
 #pragma once
 // Safetensors weights, memory-mapped. A model folder holds either one
 // model.safetensors or shards listed by model.safetensors.index.json; tensors
-// come back as views into the mapping, never copied.
+// come back as views into the mapping, never copied. On request
+// (WeightResidence::ram) each file is instead copied once into anonymous
+// memory backed by 2 MiB pages and the file mapping is dropped: decode streams
+// every weight once per token, and huge pages make that stream faster.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -22,24 +25,31 @@ struct StoredTensor {
 
 class MappedFile;
 
+enum class WeightResidence {
+  mapped,  // views into the page cache (default: no copy, shared between processes)
+  ram,     // one private copy on 2 MiB pages (transparent huge pages, madvise)
+};
+
 class WeightStore {
  public:
   // Opens DIR/model.safetensors, or the shards named by DIR/model.safetensors.index.json.
-  static WeightStore open_folder(const std::string& dir);
+  static WeightStore open_folder(const std::string& dir, WeightResidence residence = WeightResidence::mapped);
   // Opens one .safetensors file.
-  static WeightStore open_file(const std::string& path);
+  static WeightStore open_file(const std::string& path, WeightResidence residence = WeightResidence::mapped);
 
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   const StoredTensor& info(const std::string& name) const;
   // A view of the stored bytes (f32, bf16 or f16); throws for other dtypes.
   Tensor get(const std::string& name) const;
   std::vector<std::string> names() const;
-  // Sum of all tensor data bytes (what the weights take in memory).
+  // Sum of all tensor data bytes (what the weights take in memory, mapped or copied).
   int64_t total_bytes() const;
+  WeightResidence residence() const { return residence_; }
 
  private:
   void add_file(const std::string& path);
 
+  WeightResidence residence_ = WeightResidence::mapped;
   std::vector<std::shared_ptr<MappedFile>> files_;
   std::map<std::string, StoredTensor> tensors_;
 };

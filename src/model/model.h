@@ -47,6 +47,10 @@ struct LoadOptions {
   // Longest step sliding-window layers take at once (their storage is
   // window - 1 + this); tests shrink it to exercise dropping old rows.
   int64_t sliding_step = kSlidingStepTokens;
+  // mapped: weights are views of the mmapped files (no copy). ram: one private
+  // copy on 2 MiB pages, faster to stream at decode, costs the load-time copy
+  // and keeps the weights out of the shared page cache.
+  WeightResidence weight_residence = WeightResidence::mapped;
 };
 
 class Model {

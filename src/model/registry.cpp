@@ -38,7 +38,8 @@ std::vector<std::string> supported_model_types() {
 std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOptions& options) {
   ModelConfig config = load_model_config(model_dir);
   for (const auto& a : kArchitectures)
-    if (config.model_type == a.model_type) return a.factory(std::move(config), WeightStore::open_folder(model_dir), options);
+    if (config.model_type == a.model_type)
+      return a.factory(std::move(config), WeightStore::open_folder(model_dir, options.weight_residence), options);
   std::string list;
   for (const auto& t : supported_model_types()) list += (list.empty() ? "" : ", ") + t;
   fail("unsupported architecture: model_type \"", config.model_type, "\" (supported: ", list, ")");

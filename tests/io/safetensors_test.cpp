@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -36,6 +37,23 @@ TEST(Safetensors, RoundTripKeepsBytesAndShapes) {
   EXPECT_EQ(0, std::memcmp(rb.raw(), b.raw(), b.nbytes()));
   EXPECT_EQ(store.total_bytes(), int64_t(a.nbytes() + b.nbytes()));
   EXPECT_THROW(store.get("missing"), Error);
+}
+
+TEST(Safetensors, InRamCopyHoldsTheSameBytesOutsideTheFile) {
+  auto rng = fresh_rng();
+  const fs::path dir = temp_dir("in_ram");
+  // Large enough to span several copy chunks and end mid-page.
+  Tensor a = random_tensor({3, 5}, DType::f32, rng), big = random_tensor({17 << 20 | 7}, DType::bf16, rng);
+  write_safetensors((dir / "model.safetensors").string(), {{"a", a}, {"big", big}});
+  WeightStore store = WeightStore::open_folder(dir.string(), WeightResidence::ram);
+  EXPECT_EQ(store.residence(), WeightResidence::ram);
+  // The copy must not depend on the file any more.
+  fs::remove_all(dir);
+  Tensor ra = store.get("a"), rbig = store.get("big");
+  EXPECT_EQ(rbig.shape(), big.shape());
+  EXPECT_EQ(0, std::memcmp(ra.raw(), a.raw(), a.nbytes()));
+  EXPECT_EQ(0, std::memcmp(rbig.raw(), big.raw(), big.nbytes()));
+  EXPECT_EQ(store.total_bytes(), int64_t(a.nbytes() + big.nbytes()));
 }
 
 TEST(Safetensors, ShardedIndexResolvesEveryTensor) {
