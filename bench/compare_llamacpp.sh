@@ -5,6 +5,8 @@
 # (llama-bench -d 512; fathom after its 512-token prompt).
 # Needs a llama.cpp build (LLAMA_DIR, default /work/llamacpp) and GGUF copies of the
 # models (GGUF_DIR); the HF folders come from scripts/make_random_model.py (MODEL_DIR).
+# FATHOM_FLAGS / LLAMA_FLAGS add options to each side (e.g. "--weights-in-ram" and
+# "-mmp 0" to compare with weights copied into memory on both sides).
 # Prints one JSON line per measurement; summarize with bench/summarize_compare.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,12 +16,14 @@ GGUF_DIR=${GGUF_DIR:-/work/models/gguf}
 ROUNDS=${ROUNDS:-3}
 MODELS=${MODELS:-"qwen3-0.6b llama-3.2-1b"}
 THREADS=${THREADS:-"2 1"}
+FATHOM_FLAGS=${FATHOM_FLAGS:-}
+LLAMA_FLAGS=${LLAMA_FLAGS:-}
 fathom() {  # prompt tokens, gen tokens, threads -> "prefill decode"
-  build/fathom bench --model "$MODEL_DIR/$model" --prompt-tokens "$1" --gen-tokens "$2" --threads "$3" |
+  build/fathom bench --model "$MODEL_DIR/$model" --prompt-tokens "$1" --gen-tokens "$2" --threads "$3" $FATHOM_FLAGS |
     python3 -c "import json,sys; d=json.load(sys.stdin); print(d['prefill_tok_s'], d['decode_tok_s'])"
 }
 llama() {  # extra llama-bench args... -> "prompt_ts gen_ts" (0 where not measured)
-  "$LLAMA_DIR/build/bin/llama-bench" -m "$GGUF_DIR/$model-bf16.gguf" -t "$threads" -r 1 -o json "$@" 2>/dev/null |
+  "$LLAMA_DIR/build/bin/llama-bench" -m "$GGUF_DIR/$model-bf16.gguf" -t "$threads" -r 1 -o json $LLAMA_FLAGS "$@" 2>/dev/null |
     python3 -c "
 import json,sys
 rows=json.load(sys.stdin); pp=[x['avg_ts'] for x in rows if x['n_prompt']]; tg=[x['avg_ts'] for x in rows if x['n_gen']]
