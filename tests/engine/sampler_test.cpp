@@ -28,6 +28,17 @@ TEST(Sampler, TemperatureZeroAndTopKOneAreGreedy) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(top1.sample(logits, {}), best);
 }
 
+TEST(Sampler, ArgmaxIsTheFirstLargestLogit) {
+  auto rng = fresh_rng();
+  for (int n : {1, 7, 8, 9, 300, 151936}) {
+    auto logits = random_logits(rng, n);
+    EXPECT_EQ(argmax(logits), std::max_element(logits.begin(), logits.end()) - logits.begin()) << n;
+    if (n < 9) continue;
+    logits[n - 1] = logits[3] = 100.0f;  // a tie: the first wins, also past the last whole 8
+    EXPECT_EQ(argmax(logits), 3) << n;
+  }
+}
+
 TEST(Sampler, SameSeedSameDrawsDifferentSeedDifferentDraws) {
   auto rng = fresh_rng();
   const auto logits = random_logits(rng, 50);
