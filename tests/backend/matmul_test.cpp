@@ -63,7 +63,8 @@ TEST(Matmul, FastKernelsMatchReference) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   // M = 1 is decode's row walk: {1, 1063, 23} has unrolled steps, single
   // vectors, a scalar K tail and a slice of rows that is not a multiple of 4.
-  const Shape shapes[] = {{1, 64, 48}, {1, 40, 5}, {1, 1063, 23}, {1, 3072, 9}, {2, 64, 20}, {6, 48, 9}, {3, 96, 33}, {4, 128, 16}, {5, 600, 37}, {70, 1040, 20}, {9, 7, 3}};
+  const Shape shapes[] = {{1, 64, 48}, {1, 40, 5}, {1, 1063, 23}, {1, 3072, 9}, {2, 64, 20}, {6, 48, 9}, {3, 96, 33}, {4, 128, 16}, {5, 600, 37}, {70, 1040, 20}, {9, 7, 3},
+                          {16, 64, 16}, {23, 600, 100}, {47, 1040, 150}, {17, 63, 40}, {130, 512, 200}};
   for (cpu::Isa isa : runnable_isas())
     for (const Shape& s : shapes)
       for (DType w : {DType::f32, DType::bf16})

@@ -2,6 +2,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "backend/cpu/kernels.h"
 
