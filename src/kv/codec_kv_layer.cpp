@@ -25,14 +25,8 @@ struct CodedPlane {
   int64_t bytes() const { return int64_t(codes.nbytes() + scales.nbytes() + (biases.raw() ? biases.nbytes() : 0)); }
   // Moves rows [count, rows) of every head to the front.
   void drop_front(int64_t kv_heads, int64_t capacity, int64_t rows, int64_t count) {
-    for (Tensor* t : {&codes, &scales, &biases}) {
-      if (!t->raw()) continue;
-      const size_t row_bytes = t->nbytes() / size_t(kv_heads * capacity);
-      for (int64_t h = 0; h < kv_heads; ++h) {
-        char* base = static_cast<char*>(t->raw()) + size_t(h * capacity) * row_bytes;
-        std::memmove(base, base + size_t(count) * row_bytes, size_t(rows - count) * row_bytes);
-      }
-    }
+    for (Tensor* t : {&codes, &scales, &biases})
+      if (t->raw()) shift_rows_to_front(*t, kv_heads, capacity, rows, count);
   }
 };
 

@@ -58,15 +58,19 @@ void PlainKvLayer::trim(int64_t new_length) {
   rows_ = new_length - first_;
 }
 
+void shift_rows_to_front(Tensor& t, int64_t heads, int64_t capacity, int64_t rows, int64_t count) {
+  const size_t row_bytes = t.nbytes() / size_t(heads * capacity);
+  for (int64_t h = 0; h < heads; ++h) {
+    char* base = static_cast<char*>(t.raw()) + size_t(h * capacity) * row_bytes;
+    std::memmove(base, base + size_t(count) * row_bytes, size_t(rows - count) * row_bytes);
+  }
+}
+
 void PlainKvLayer::drop_front(int64_t count) {
   check(count >= 0 && count <= rows_, "kv drop: ", count, " of ", rows_, " rows");
   if (count == 0) return;
-  const size_t elem = dtype_size(dtype_), row_bytes = size_t(head_dim_) * elem;
-  for (Tensor* t : {&k_, &v_})
-    for (int64_t h = 0; h < kv_heads_; ++h) {
-      char* base = static_cast<char*>(t->raw()) + size_t(h * capacity_) * row_bytes;
-      std::memmove(base, base + size_t(count) * row_bytes, size_t(rows_ - count) * row_bytes);
-    }
+  shift_rows_to_front(k_, kv_heads_, capacity_, rows_, count);
+  shift_rows_to_front(v_, kv_heads_, capacity_, rows_, count);
   first_ += count;
   rows_ -= count;
 }

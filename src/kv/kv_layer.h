@@ -60,6 +60,10 @@ class PlainKvLayer final : public KvLayer {
   Tensor k_, v_;
 };
 
+// For storage laid out [heads, capacity, …] (any per-row size): moves rows
+// [count, rows) of every head to the front. What drop_front does to memory.
+void shift_rows_to_front(Tensor& t, int64_t heads, int64_t capacity, int64_t rows, int64_t count);
+
 std::unique_ptr<KvLayer> make_plain_kv_layer(int64_t kv_heads, int64_t head_dim, int64_t capacity, DType dtype);
 
 struct LayerCodec;

@@ -30,6 +30,23 @@ int64_t DecoderModel::begin_step(const SequenceState& state, int64_t t) const {
   return first;
 }
 
+std::string DecoderModel::text_prefix(const WeightLoader& w) const {
+  for (const char* p : {"model.", "model.language_model.", "language_model.model."})
+    if (w.has(std::string(p) + "embed_tokens.weight")) return p;
+  fail(config_.model_type, ": no embed_tokens.weight under model., model.language_model. or language_model.model.");
+}
+
+void DecoderModel::load_lm_head(const WeightLoader& w, const std::string& root) {
+  std::string head = root + "embed_tokens.weight";
+  if (!config_.tie_word_embeddings)
+    for (const char* name : {"lm_head.weight", "language_model.lm_head.weight"})
+      if (w.has(name)) {
+        head = name;
+        break;
+      }
+  lm_head_ = w.matmul_weight(head, config_.vocab_size, config_.hidden_size);
+}
+
 Tensor DecoderModel::logits(const Tensor& x, bool all_logits) const {
   const Tensor rows = all_logits ? x : x.slice_rows(x.dim(0) - 1, x.dim(0));
   Tensor normed = Tensor::empty(rows.shape(), DType::f32);

@@ -29,6 +29,13 @@ class DecoderModel : public Model {
   void require_attention_layers() const;
   // Checks a step of t tokens against the state; returns its first position.
   int64_t begin_step(const SequenceState& state, int64_t t) const;
+  // Where the text model's weights live: "model." (…ForCausalLM) or, in
+  // multimodal folders, "model.language_model." (transformers 5) or
+  // "language_model.model." (older).
+  std::string text_prefix(const WeightLoader& w) const;
+  // lm_head.weight (language_model.lm_head.weight in older multimodal folders),
+  // or the embeddings `root`embed_tokens.weight when tied or absent.
+  void load_lm_head(const WeightLoader& w, const std::string& root);
   // final_norm then lm_head over every row of x, or its last row only.
   Tensor logits(const Tensor& x, bool all_logits) const;
   bool bf16() const { return dtype_ == ComputeDType::bf16; }

@@ -10,6 +10,7 @@ namespace fathom {
 
 Gemma4Router Gemma4Router::load(const WeightLoader& w, const std::string& prefix, const ModelConfig& c) {
   Gemma4Router r;
+  r.unit = ones(c.hidden_size);
   r.input_scale = w.vector(prefix + ".scale", c.hidden_size);
   r.proj = w.f32_matrix(prefix + ".proj.weight", c.num_experts, c.hidden_size);
   r.per_expert_scale = w.vector(prefix + ".per_expert_scale", c.num_experts);
@@ -23,8 +24,6 @@ Gemma4Routing Gemma4Router::route(Backend& b, const Tensor& x) const {
   check(hidden == input_scale.numel(), "gemma4 router: x ", x.shape_string(), " does not match hidden ",
         input_scale.numel());
   check(top_k >= 1 && top_k <= e, "gemma4 router: top_k ", top_k, " outside [1, ", e, "]");
-  Tensor unit = Tensor::empty({hidden}, DType::f32);  // the norm has no weight of its own
-  for (int64_t d = 0; d < hidden; ++d) unit.data<float>()[d] = 1.0f;
   Tensor h = Tensor::empty({t, hidden}, DType::f32);
   b.rms_norm(x, unit, eps, h);
   // transformers multiplies by the scale vector, then by hidden^-0.5, in that order.

@@ -25,6 +25,7 @@ struct Gemma4Routing {
 };
 
 struct Gemma4Router {
+  Tensor unit;              // [hidden] ones: the router's norm has no weight
   Tensor input_scale;       // [hidden], applied after the scale-less norm
   Tensor proj;              // [experts, hidden], f32 whatever the compute dtype
   Tensor per_expert_scale;  // [experts]

@@ -34,6 +34,13 @@ inline Tensor one_plus(const Tensor& w) {
   return out;
 }
 
+// n ones: the weight of an RMSNorm that has none of its own.
+inline Tensor ones(int64_t n) {
+  Tensor t = Tensor::empty({n}, DType::f32);
+  for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = 1.0f;
+  return t;
+}
+
 enum class GateActivation { silu, gelu_tanh };
 
 // A gated MLP: y = down(act(gate(x)) * up(x)) (SwiGLU, or GeGLU with tanh GELU).

@@ -22,15 +22,6 @@ struct GemmaDecoderLayer {
   GatedMlp mlp;
 };
 
-// Where the text model's weights live: Gemma3ForCausalLM saves "model.",
-// Gemma3ForConditionalGeneration "model.language_model." (transformers 5) or
-// "language_model.model." (older).
-std::string text_prefix(const WeightLoader& w) {
-  for (const char* p : {"model.", "model.language_model.", "language_model.model."})
-    if (w.has(std::string(p) + "embed_tokens.weight")) return p;
-  fail("gemma3: no embed_tokens.weight under model., model.language_model. or language_model.model.");
-}
-
 class Gemma3Model final : public DecoderModel {
  public:
   Gemma3Model(ModelConfig config, WeightStore weights, const LoadOptions& options)
@@ -64,10 +55,7 @@ class Gemma3Model final : public DecoderModel {
       layers_.push_back(std::move(l));
     }
     final_norm_ = one_plus(w.vector(root + "norm.weight", c.hidden_size));
-    const std::string head = w.has("lm_head.weight") ? "lm_head.weight"
-                             : w.has("language_model.lm_head.weight") ? "language_model.lm_head.weight"
-                                                                      : root + "embed_tokens.weight";
-    lm_head_ = w.matmul_weight(head, c.vocab_size, c.hidden_size);
+    load_lm_head(w, root);
     count_weight_bytes(w);
   }
 

@@ -55,19 +55,6 @@ struct Gemma4Layer {
   float layer_scalar = 1.0f;
 };
 
-// Gemma4ForCausalLM saves "model.", Gemma4ForConditionalGeneration "model.language_model.".
-std::string text_prefix(const WeightLoader& w) {
-  for (const char* p : {"model.", "model.language_model."})
-    if (w.has(std::string(p) + "embed_tokens.weight")) return p;
-  fail("gemma4: no embed_tokens.weight under model. or model.language_model.");
-}
-
-Tensor ones(int64_t n) {
-  Tensor t = Tensor::empty({n}, DType::f32);
-  for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = 1.0f;
-  return t;
-}
-
 // A scale as transformers applies it: cast to the weights' (compute) dtype.
 float in_compute_dtype(double v, bool bf16) {
   return bf16 ? bf16_to_f32(f32_to_bf16(float(v))) : float(v);
@@ -174,8 +161,7 @@ class Gemma4Model final : public DecoderModel {
       layers_.push_back(std::move(l));
     }
     final_norm_ = w.vector(root + "norm.weight", c.hidden_size);
-    const std::string head = w.has("lm_head.weight") ? "lm_head.weight" : root + "embed_tokens.weight";
-    lm_head_ = w.matmul_weight(head, c.vocab_size, c.hidden_size);
+    load_lm_head(w, root);
     count_weight_bytes(w);
   }
 

@@ -44,8 +44,7 @@ class LlamaFamilyModel final : public DecoderModel {
       layers_.push_back(std::move(l));
     }
     final_norm_ = w.vector("model.norm.weight", c.hidden_size);
-    const bool tied = c.tie_word_embeddings || !w.has("lm_head.weight");
-    lm_head_ = w.matmul_weight(tied ? "model.embed_tokens.weight" : "lm_head.weight", c.vocab_size, c.hidden_size);
+    load_lm_head(w, "model.");
     count_weight_bytes(w);
   }
 

@@ -86,14 +86,6 @@ struct QwenNextLayer {
   std::variant<GatedMlp, SparseMoe> mlp;
 };
 
-// Qwen3NextForCausalLM / Qwen3_5ForCausalLM save "model.",
-// Qwen3_5ForConditionalGeneration "model.language_model.".
-std::string text_prefix(const WeightLoader& w, const std::string& model_type) {
-  for (const char* p : {"model.", "model.language_model."})
-    if (w.has(std::string(p) + "embed_tokens.weight")) return p;
-  fail(model_type, ": no embed_tokens.weight under model. or model.language_model.");
-}
-
 class Qwen3NextModel final : public DecoderModel {
  public:
   Qwen3NextModel(ModelConfig config, WeightStore weights, const LoadOptions& options)
@@ -104,7 +96,7 @@ class Qwen3NextModel final : public DecoderModel {
     check(c.hidden_activation == "silu", "model_type ", c.model_type, ": hidden_act \"", c.hidden_activation,
           "\" is not supported (silu is)");
     const WeightLoader w(weights_, dtype_);
-    const std::string root = text_prefix(w, c.model_type);
+    const std::string root = text_prefix(w);
     embed_ = w.table(root + "embed_tokens.weight", c.vocab_size, c.hidden_size);
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = root + "layers." + std::to_string(i);
@@ -123,8 +115,7 @@ class Qwen3NextModel final : public DecoderModel {
       layers_.push_back(std::move(l));
     }
     final_norm_ = one_plus(w.vector(root + "norm.weight", c.hidden_size));
-    const bool tied = c.tie_word_embeddings || !w.has("lm_head.weight");
-    lm_head_ = w.matmul_weight(tied ? root + "embed_tokens.weight" : "lm_head.weight", c.vocab_size, c.hidden_size);
+    load_lm_head(w, root);
     count_weight_bytes(w);
   }
 
