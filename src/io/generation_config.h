@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fathom {
@@ -17,5 +18,8 @@ struct GenerationConfig {
 
 // A missing file is an empty config; a malformed one is an error.
 GenerationConfig load_generation_config(const std::string& model_dir);
+// generation_config.json's text (the entry point for fuzzing); `source` names it in errors.
+GenerationConfig parse_generation_config_text(std::string_view json_text,
+                                              const std::string& source = "generation_config.json");
 
 }  // namespace fathom

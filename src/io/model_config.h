@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -118,9 +119,30 @@ struct ModelConfig {
   int64_t rotary_dim() const { return int64_t(double(head_dim) * rope.partial_rotary_factor); }
 };
 
-// Parses config.json text. Architecture-specific defaults (Qwen2's q/k/v bias,
+// Bounds on config.json values, checked before anything is sized by them
+// (generous: several times the largest released model).
+namespace config_limits {
+inline constexpr int64_t kMaxVocab = int64_t(1) << 24;
+inline constexpr int64_t kMaxHidden = int64_t(1) << 16;
+inline constexpr int64_t kMaxIntermediate = int64_t(1) << 18;
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxHeads = 1024;
+inline constexpr int64_t kMaxHeadDim = 4096;
+inline constexpr int64_t kMaxPositions = int64_t(1) << 24;  // also sliding_window
+inline constexpr int64_t kMaxExperts = 4096;
+inline constexpr int64_t kMaxConvKernel = 256;
+inline constexpr int64_t kMaxTokenId = (int64_t(1) << 31) - 1;  // token ids are int32
+inline constexpr size_t kMaxTokenIdList = 1024;
+}  // namespace config_limits
+
+// Parses config.json. Architecture-specific defaults (Qwen2's q/k/v bias,
 // Qwen3's qk-norm, sliding-window layer rules) are applied by model_type.
+// Every field is type- and range-checked: a bad one throws fathom::Error
+// naming the field and its value.
 ModelConfig parse_model_config(const nlohmann::json& config);
+// The same from config.json's text, its nesting depth bounded before parsing
+// (the entry point for fuzzing).
+ModelConfig parse_model_config_text(std::string_view json_text);
 ModelConfig load_model_config(const std::string& model_dir);
 
 }  // namespace fathom

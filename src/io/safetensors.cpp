@@ -11,9 +11,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace fathom {
 
@@ -23,12 +26,17 @@ namespace fathom {
 class MappedFile {
  public:
   MappedFile(const std::string& path, WeightResidence residence) : path_(path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO planted in a model folder must not hang the open.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     check(fd >= 0, "safetensors: cannot open ", path, ": ", std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
       ::close(fd);
       fail("safetensors: cannot stat ", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      fail("safetensors: ", path, " is not a regular file");
     }
     size_ = size_t(st.st_size);
     if (size_ == 0) {
@@ -97,7 +105,92 @@ size_t stored_dtype_size(const std::string& dtype) {
   if (dtype == "I8" || dtype == "U8" || dtype == "BOOL" || dtype.rfind("F8", 0) == 0) return 1;
   return 0;
 }
+
+// Every dimension of a tensor is below this, and so is its element count
+// (Tensor counts elements in int64_t).
+constexpr uint64_t kMaxElements = uint64_t(std::numeric_limits<int64_t>::max());
+constexpr size_t kMaxRank = 8;
+
+// A JSON integer in [0, kMaxElements], or nothing.
+std::optional<uint64_t> non_negative_integer(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= kMaxElements ? std::optional(v.get<uint64_t>()) : std::nullopt;
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return uint64_t(v.get<int64_t>());
+  return std::nullopt;
+}
+
+StoredTensor parse_tensor_entry(const nlohmann::json& entry, uint64_t data_size, const std::string& where) {
+  check(entry.is_object(), where, ": entry is not an object: ", json_excerpt(entry));
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    check(entry.contains(key), where, ": field ", key, " is missing");
+  StoredTensor t;
+  const auto& dtype = entry["dtype"];
+  check(dtype.is_string(), where, ": field dtype is not a string: ", json_excerpt(dtype));
+  t.dtype = dtype.get<std::string>();
+  const uint64_t elem = stored_dtype_size(t.dtype);
+  check(elem != 0, where, ": field dtype has unknown value \"", t.dtype, "\"");
+
+  const auto& shape = entry["shape"];
+  check(shape.is_array() && shape.size() <= kMaxRank, where, ": field shape is not an array of at most ", kMaxRank,
+        " dimensions: ", json_excerpt(shape));
+  uint64_t elements = 1;
+  for (const auto& d : shape) {
+    const auto dim = non_negative_integer(d);
+    check(dim.has_value(), where, ": field shape has a dimension that is not a non-negative integer: ",
+          json_excerpt(d));
+    check(!__builtin_mul_overflow(elements, *dim, &elements) && elements <= kMaxElements, where,
+          ": field shape ", json_excerpt(shape), " has too many elements");
+    t.shape.push_back(int64_t(*dim));
+  }
+  uint64_t expected_bytes = 0;
+  check(!__builtin_mul_overflow(elements, elem, &expected_bytes), where, ": field shape ", json_excerpt(shape),
+        " is too large for dtype ", t.dtype);
+
+  const auto& offsets = entry["data_offsets"];
+  check(offsets.is_array() && offsets.size() == 2, where, ": field data_offsets is not two integers: ",
+        json_excerpt(offsets));
+  const auto begin = non_negative_integer(offsets[0]), end = non_negative_integer(offsets[1]);
+  check(begin.has_value() && end.has_value(), where, ": field data_offsets is not two non-negative integers: ",
+        json_excerpt(offsets));
+  check(*begin <= *end && *end <= data_size, where, ": field data_offsets [", *begin, ", ", *end,
+        "] is outside the data section of ", data_size, " bytes (truncated or corrupt file)");
+  check(*end - *begin == expected_bytes, where, ": field data_offsets spans ", *end - *begin,
+        " bytes but its shape and dtype need ", expected_bytes);
+  t.offset = size_t(*begin);  // from the data section; the caller adds its start
+  t.nbytes = size_t(expected_bytes);
+  return t;
+}
 }  // namespace
+
+std::map<std::string, StoredTensor> parse_safetensors_header(std::string_view head, uint64_t file_size,
+                                                             const std::string& source) {
+  const std::string what = "safetensors " + source;
+  check(file_size >= 8 && head.size() >= 8, what, ": truncated (", file_size, " bytes, no header)");
+  check(head.size() <= file_size, what, ": ", head.size(), " bytes given for a file of ", file_size);
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, head.data(), 8);  // little-endian, as the format and every host fathom runs on
+  check(header_len <= file_size - 8, what, ": truncated (header of ", header_len, " bytes, file of ", file_size, ")");
+  check(header_len <= kMaxSafetensorsHeaderBytes, what, ": header of ", header_len, " bytes is larger than the ",
+        kMaxSafetensorsHeaderBytes, " allowed");
+  check(header_len <= head.size() - 8, what, ": truncated (header of ", header_len, " bytes, only ",
+        head.size() - 8, " read)");
+  // Tensor entries nest 3 deep ({name: {shape: [...]}}); __metadata__ is a flat map.
+  const nlohmann::json header = parse_json_bounded(head.substr(8, size_t(header_len)), what + " header", 8);
+  check(header.is_object(), what, ": header is not a JSON object");
+  const uint64_t data_start = 8 + header_len, data_size = file_size - data_start;
+  std::map<std::string, StoredTensor> tensors;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    StoredTensor t = parse_tensor_entry(entry, data_size, what + ": tensor \"" + name + "\"");
+    t.offset += size_t(data_start);
+    tensors.emplace(name, std::move(t));
+  }
+  return tensors;
+}
+
+bool is_plain_shard_name(std::string_view name) {
+  constexpr std::string_view kSeparators("/\\\0", 3);
+  return !name.empty() && name != "." && name != ".." && name.find_first_of(kSeparators) == std::string_view::npos;
+}
 
 DType parse_safetensors_dtype(const std::string& name) {
   if (name == "F32") return DType::f32;
@@ -115,83 +208,53 @@ WeightStore WeightStore::open_file(const std::string& path, WeightResidence resi
 
 WeightStore WeightStore::open_folder(const std::string& dir, WeightResidence residence) {
   namespace fs = std::filesystem;
-  check(fs::is_directory(dir), "model folder not found: ", dir);
+  std::error_code ec;  // the non-throwing overloads: a permission error is a fathom::Error too
+  check(fs::is_directory(dir, ec), "model folder not found: ", dir);
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   const fs::path single = fs::path(dir) / "model.safetensors";
   WeightStore store;
   store.residence_ = residence;
-  if (fs::exists(index)) {
-    std::ifstream in(index);
-    nlohmann::json j;
-    try {
-      in >> j;
-    } catch (const std::exception& e) {
-      fail("safetensors index ", index.string(), ": invalid JSON: ", e.what());
-    }
-    check(j.contains("weight_map") && j["weight_map"].is_object(), "safetensors index ",
-          index.string(), ": no weight_map object");
-    std::vector<std::string> shards;
-    for (auto& [name, file] : j["weight_map"].items()) {
-      check(file.is_string(), "safetensors index: weight_map entry ", name, " is not a file name");
-      if (std::find(shards.begin(), shards.end(), file.get<std::string>()) == shards.end())
-        shards.push_back(file.get<std::string>());
-    }
-    for (auto& s : shards) store.add_file((fs::path(dir) / s).string());
-    for (auto& [name, file] : j["weight_map"].items())
-      check(store.has(name), "safetensors index: ", name, " is listed in ", file.get<std::string>(),
-            " but that shard does not hold it");
-  } else {
-    check(fs::exists(single), "no model.safetensors or model.safetensors.index.json in ", dir);
+  if (!fs::exists(index, ec)) {
+    check(fs::exists(single, ec), "no model.safetensors or model.safetensors.index.json in ", dir);
     store.add_file(single.string());
+    return store;
+  }
+  const std::string what = "safetensors index " + index.string();
+  const nlohmann::json j = parse_json_bounded(read_file_capped(index), what);
+  check(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), what, ": no weight_map object");
+  const nlohmann::json& weight_map = j["weight_map"];
+  check(!weight_map.empty(), what, ": weight_map is empty");
+  std::vector<std::string> shards;
+  for (const auto& [name, file] : weight_map.items()) {
+    check(file.is_string(), what, ": weight_map entry \"", name, "\" is not a file name: ", json_excerpt(file));
+    const std::string shard = file.get<std::string>();
+    // Shards are read from the folder itself: a path (absolute, "../x", "sub/x")
+    // could open any file the server can read.
+    check(is_plain_shard_name(shard), what, ": weight_map entry \"", name, "\" names shard \"", shard,
+          "\", which is not a plain file name inside the model folder");
+    if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+  }
+  for (const auto& s : shards) store.add_file((fs::path(dir) / s).string());
+  for (const auto& [name, file] : weight_map.items()) {
+    const std::string shard = file.get<std::string>();
+    const auto at = std::find(shards.begin(), shards.end(), shard) - shards.begin();
+    auto it = store.tensors_.find(name);
+    check(it != store.tensors_.end() && it->second.file == int(at), what, ": tensor \"", name,
+          "\" is listed in ", shard, " but that shard does not hold it");
   }
   return store;
 }
 
 void WeightStore::add_file(const std::string& path) {
   auto file = std::make_shared<MappedFile>(path, residence_);
-  const size_t size = file->size();
-  check(size >= 8, "safetensors ", path, ": truncated (", size, " bytes, no header)");
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, file->data(), 8);
-  check(header_len <= size - 8, "safetensors ", path, ": truncated (header of ", header_len,
-        " bytes, file of ", size, ")");
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(file->data() + 8, file->data() + 8 + header_len);
-  } catch (const std::exception& e) {
-    fail("safetensors ", path, ": invalid header JSON: ", e.what());
-  }
-  check(header.is_object(), "safetensors ", path, ": header is not an object");
-  const size_t data_start = 8 + header_len;
+  auto tensors = parse_safetensors_header(std::string_view(file->data(), file->size()), file->size(), path);
   const int file_index = int(files_.size());
-  for (auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
-    StoredTensor t;
-    try {
-      t.dtype = entry.at("dtype").get<std::string>();
-      t.shape = entry.at("shape").get<std::vector<int64_t>>();
-      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      check(offsets.size() == 2 && offsets[0] <= offsets[1], "bad data_offsets");
-      t.offset = data_start + offsets[0];
-      t.nbytes = offsets[1] - offsets[0];
-    } catch (const Error&) {
-      fail("safetensors ", path, ": tensor ", name, " has bad data_offsets");
-    } catch (const std::exception& e) {
-      fail("safetensors ", path, ": tensor ", name, " has a malformed entry: ", e.what());
-    }
-    int64_t n = 1;
-    for (int64_t d : t.shape) {
-      check(d >= 0, "safetensors ", path, ": tensor ", name, " has a negative dimension");
-      n *= d;
-    }
-    const size_t elem = stored_dtype_size(t.dtype);
-    check(elem != 0, "safetensors ", path, ": tensor ", name, " has unknown dtype ", t.dtype);
-    check(size_t(n) * elem == t.nbytes, "safetensors ", path, ": tensor ", name, " has ", t.nbytes,
-          " bytes but its shape and dtype need ", size_t(n) * elem);
-    check(t.offset + t.nbytes <= size, "safetensors ", path, ": truncated (tensor ", name,
-          " ends at byte ", t.offset + t.nbytes, ", file has ", size, ")");
+  for (auto& [name, t] : tensors) {
+    auto existing = tensors_.find(name);
+    check(existing == tensors_.end(), "safetensors ", path, ": tensor \"", name, "\" is also in ",
+          existing == tensors_.end() ? std::string() : files_[size_t(existing->second.file)]->path());
     t.file = file_index;
-    tensors_[name] = std::move(t);
+    tensors_.emplace(name, std::move(t));
   }
   files_.push_back(std::move(file));
 }

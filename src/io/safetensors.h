@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -58,5 +59,22 @@ class WeightStore {
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
 
 DType parse_safetensors_dtype(const std::string& name);  // throws for unsupported
+
+// Largest JSON header accepted (the 8-byte length prefix is checked against it
+// before anything is parsed or allocated).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t(100) << 20;
+
+// The tensors a safetensors file describes, every field checked against the
+// file: `head` is the file's first bytes (at least the 8-byte length and the
+// JSON header; the whole file is fine), `file_size` its total size, `source`
+// names it in errors. Offsets come back from the start of the file, `file` is
+// 0. Throws fathom::Error naming the tensor and field for anything malformed;
+// never reads outside `head`. Meant for fuzzing too: pass (bytes, bytes.size()).
+std::map<std::string, StoredTensor> parse_safetensors_header(std::string_view head, uint64_t file_size,
+                                                             const std::string& source);
+
+// A shard name from model.safetensors.index.json is used only if it is a plain
+// file name inside the folder: not empty, no '/' or '\\', not "." or "..", no NUL.
+bool is_plain_shard_name(std::string_view name);
 
 }  // namespace fathom

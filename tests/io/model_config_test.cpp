@@ -2,9 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/generation_config.h"
 
 namespace fathom {
 namespace {
@@ -212,6 +219,233 @@ TEST(ModelConfig, LinearAttentionNeedsItsSizes) {
   EXPECT_TRUE(m.attn_output_gate);
   EXPECT_FALSE(m.owns_kv(0));
   EXPECT_TRUE(m.owns_kv(1));
+}
+
+// parse_model_config(j) must throw fathom::Error whose message holds every one of `parts`.
+void expect_config_error(const json& j, const std::vector<std::string>& parts) {
+  try {
+    parse_model_config(j);
+    ADD_FAILURE() << "accepted: " << j.dump();
+  } catch (const Error& e) {
+    for (const auto& part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "\"" << part << "\" not in: " << e.what();
+  }
+}
+
+TEST(ModelConfigHostile, SizesAreRangeCheckedBeforeAnythingIsAllocated) {
+  struct Case {
+    const char* field;
+    json value;
+    const char* shown;  // how the message shows the value
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<Case> cases = {
+      {"max_position_embeddings", -5, "-5"},
+      {"max_position_embeddings", 0, "0"},
+      {"max_position_embeddings", int64_t(1) << 40, "1099511627776"},
+      {"num_hidden_layers", 1000000000, "1000000000"},
+      {"num_hidden_layers", 0, "0"},
+      {"num_hidden_layers", 3.5, "3.5"},
+      {"num_hidden_layers", "3", "\"3\""},
+      {"num_hidden_layers", true, "true"},
+      {"num_hidden_layers", json::array({3}), "[3]"},
+      {"vocab_size", -1, "-1"},
+      {"vocab_size", uint64_t(18446744073709551615ull), "18446744073709551615"},
+      {"vocab_size", int64_t(1) << 40, "1099511627776"},
+      {"hidden_size", 1 << 20, "1048576"},
+      {"intermediate_size", 0, "0"},
+      {"num_attention_heads", 100000, "100000"},
+      {"num_key_value_heads", 8, "8"},  // more kv heads than heads (4)
+      {"num_key_value_heads", 0, "0"},
+      {"head_dim", 1 << 20, "1048576"},
+      {"head_dim", -16, "-16"},
+      {"rms_norm_eps", -1.0, "-1"},
+      {"rms_norm_eps", "tiny", "\"tiny\""},
+      {"sliding_window", -3, "-3"},
+      {"sliding_window", "wide", "\"wide\""},
+      {"rope_theta", 0.0, "0"},
+      {"rope_theta", -10000.0, "-10000"},
+      {"partial_rotary_factor", 2.0, "2"},
+      {"partial_rotary_factor", 0.01, ""},  // rotary dim 0
+      {"eos_token_id", -1, "-1"},
+      {"eos_token_id", json::array({1, "x"}), "\"x\""},
+      {"bos_token_id", int64_t(1) << 40, "1099511627776"},
+      {"tie_word_embeddings", "yes", "\"yes\""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.field) + " = " + c.value.dump());
+    json j = base("llama");
+    j[c.field] = c.value;
+    if (std::string(c.field) == "sliding_window") j["model_type"] = "mistral";
+    expect_config_error(j, {c.field == std::string("partial_rotary_factor") && !*c.shown ? "rotary dim" : c.field, c.shown});
+  }
+  // NaN cannot be written in JSON but can be in a json value built in memory.
+  json j = base("llama");
+  j["rms_norm_eps"] = nan;
+  expect_config_error(j, {"rms_norm_eps"});
+  // The error names the field even when it is nested under text_config.
+  expect_config_error({{"model_type", "gemma3"}, {"text_config", [] {
+                         json t = base("gemma3_text");
+                         t["max_position_embeddings"] = -5;
+                         return t;
+                       }()}},
+                      {"max_position_embeddings", "-5"});
+  // The limits are inclusive and allow real models.
+  json big = base("llama");
+  big["max_position_embeddings"] = config_limits::kMaxPositions;
+  big["num_hidden_layers"] = 128;
+  big["vocab_size"] = 262144;
+  EXPECT_EQ(parse_model_config(big).max_position_embeddings, config_limits::kMaxPositions);
+}
+
+TEST(ModelConfigHostile, RopeParametersMustBeFiniteAndPositive) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"rope_type", "linear"}, {"factor", 0.0}}, "factor"},
+      {{{"rope_type", "linear"}, {"factor", -2.0}}, "factor"},
+      {{{"rope_type", "linear"}, {"factor", "big"}}, "factor"},
+      {{{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 0.0}}, "beta_fast"},
+      {{{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", -1}}, "original_max_position_embeddings"},
+      {{{"rope_type", "yarn"}, {"factor", 4.0}, {"attention_factor", -1.0}}, "attention_factor"},
+      {{{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale", "x"}}, "mscale"},
+      {{{"rope_type", "yarn"}, {"factor", 4.0}, {"rope_theta", 1.0}}, "rope_theta"},
+      {{{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0}, {"high_freq_factor", 4.0}}, "high_freq_factor"},
+      {{{"rope_type", 7}}, "rope_type"},
+      {{{"rope_theta", -1.0}}, "rope_parameters.rope_theta"},
+  };
+  for (const auto& [params, field] : cases) {
+    SCOPED_TRACE(params.dump());
+    json j = base("llama");
+    j["rope_parameters"] = params;
+    expect_config_error(j, {field});
+  }
+  json legacy = base("llama");
+  legacy["rope_scaling"] = {{"rope_type", "linear"}, {"factor", -1.0}};
+  expect_config_error(legacy, {"rope_scaling.factor"});
+  json g3 = base("gemma3_text");
+  g3["rope_local_base_freq"] = -1.0;
+  expect_config_error(g3, {"rope_local_base_freq"});
+  g3.erase("rope_local_base_freq");
+  g3["final_logit_softcapping"] = 0.0;  // would divide by zero
+  expect_config_error(g3, {"final_logit_softcapping"});
+  g3["final_logit_softcapping"] = nullptr;  // null: no capping
+  g3["query_pre_attn_scalar"] = -1;
+  expect_config_error(g3, {"query_pre_attn_scalar"});
+}
+
+TEST(ModelConfigHostile, ArchitectureSpecificFieldsAreChecked) {
+  json moe = base("qwen3_moe");
+  moe["num_experts"] = 8;
+  moe["num_experts_per_tok"] = 2;
+  moe["moe_intermediate_size"] = 32;
+  parse_model_config(moe);
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+           {"num_experts", 1 << 30}, {"num_experts", -1}, {"num_experts_per_tok", 2.5},
+           {"moe_intermediate_size", int64_t(1) << 40}, {"decoder_sparse_step", 0},
+           {"mlp_only_layers", json::array({1, 99})}, {"mlp_only_layers", "all"}}) {
+    SCOPED_TRACE(field + " = " + value.dump());
+    json j = moe;
+    j[field] = value;
+    expect_config_error(j, {field});
+  }
+
+  json next = base("qwen3_next");
+  next["linear_num_key_heads"] = 2;
+  next["linear_num_value_heads"] = 4;
+  next["linear_key_head_dim"] = 8;
+  next["linear_value_head_dim"] = 8;
+  next["linear_conv_kernel_dim"] = 4;
+  next["layer_types"] = {"linear_attention", "full_attention", "linear_attention"};
+  parse_model_config(next);
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+           {"linear_num_key_heads", 0}, {"linear_key_head_dim", 1 << 20}, {"linear_conv_kernel_dim", 1000000},
+           {"linear_value_head_dim", "8"}, {"shared_expert_intermediate_size", -4}, {"layer_types", "linear_attention"},
+           {"layer_types", json::array({"full_attention", 3, "full_attention"})}}) {
+    SCOPED_TRACE(field + " = " + value.dump());
+    json j = next;
+    j[field] = value;
+    expect_config_error(j, {field});
+  }
+  // A layer_types list as long as a hostile num_hidden_layers would be is refused by its length.
+  json many = next;
+  many["layer_types"] = json::array();
+  for (int i = 0; i < 5000; ++i) many["layer_types"].push_back("full_attention");
+  expect_config_error(many, {"layer_types"});
+
+  json g4 = base("gemma4_text");
+  g4["sliding_window"] = 8;
+  g4["layer_types"] = {"sliding_attention", "sliding_attention", "full_attention"};
+  parse_model_config(g4);
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+           {"num_kv_shared_layers", -1}, {"num_kv_shared_layers", 3}, {"hidden_size_per_layer_input", -2},
+           {"vocab_size_per_layer_input", int64_t(1) << 40}, {"global_head_dim", 3}, {"global_head_dim", 1 << 20}}) {
+    SCOPED_TRACE(field + " = " + value.dump());
+    json j = g4;
+    j[field] = value;
+    expect_config_error(j, {field});
+  }
+  for (const json& per_layer : {json{{"2", {{"head_dim", 1 << 20}}}}, json{{"2", {{"head_dim", "big"}}}},
+                                json{{"2", {{"num_key_value_heads", 0}}}}, json{{"2", {{"num_key_value_heads", 3}}}},
+                                json{{"-1", json::object()}}, json{{"+2", json::object()}}, json{{"0x2", json::object()}},
+                                json{{"99999999999999999999", json::object()}}, json{{"2", 5}}}) {
+    SCOPED_TRACE(per_layer.dump());
+    json j = g4;
+    j["per_layer_config"] = per_layer;
+    EXPECT_THROW(parse_model_config(j), Error);
+  }
+  json g4moe = g4;
+  g4moe["enable_moe_block"] = true;
+  g4moe["num_experts"] = 4;
+  g4moe["top_k_experts"] = 5;
+  g4moe["moe_intermediate_size"] = 16;
+  expect_config_error(g4moe, {"top_k_experts", "5"});
+}
+
+TEST(ModelConfigHostile, DeeplyNestedConfigIsAnErrorNotAStackOverflow) {
+  const std::string deep = R"({"model_type": "llama", "x": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  try {
+    parse_model_config_text(deep);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nests deeper"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_model_config_text("{\"model_type\": "), Error);  // truncated
+  EXPECT_THROW(parse_model_config_text("]"), Error);
+  EXPECT_EQ(parse_model_config_text(base("qwen3").dump()).model_type, "qwen3");
+
+  // Through the folder: config.json and generation_config.json both.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("fathom_test_deep_config_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << deep;
+  EXPECT_THROW(load_model_config(dir.string()), Error);
+  std::ofstream(dir / "generation_config.json") << deep;
+  EXPECT_THROW(load_generation_config(dir.string()), Error);
+  fs::remove(dir / "config.json");
+  fs::create_directories(dir / "config.json");  // a folder where the file should be
+  EXPECT_THROW(load_model_config(dir.string()), Error);
+  fs::remove_all(dir);
+}
+
+TEST(GenerationConfigHostile, FieldsAreTypeAndRangeChecked) {
+  const GenerationConfig g = parse_generation_config_text(
+      R"({"eos_token_id": [1, 106], "bos_token_id": 2, "temperature": 0.7, "top_p": 0.95, "top_k": 64, "do_sample": true})");
+  EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{1, 106}));
+  EXPECT_EQ(*g.bos_token_id, 2);
+  EXPECT_EQ(*g.top_k, 64);
+  EXPECT_TRUE(parse_generation_config_text(R"({"eos_token_id": null})").eos_token_ids.empty());
+  for (const std::string& text :
+       {std::string(R"({"eos_token_id": -1})"), std::string(R"({"eos_token_id": 1e30})"),
+        std::string(R"({"eos_token_id": [1, "2"]})"), std::string(R"({"eos_token_id": 18446744073709551615})"),
+        std::string(R"({"bos_token_id": 1.5})"), std::string(R"({"temperature": -1})"),
+        std::string(R"({"temperature": "hot"})"), std::string(R"({"top_p": 2})"), std::string(R"({"top_k": -5})"),
+        std::string(R"({"top_k": 0.5})"), std::string("[]"), std::string("{"), std::string(100000, '[')}) {
+    SCOPED_TRACE(text.substr(0, 60));
+    EXPECT_THROW(parse_generation_config_text(text, "gen.json"), Error);
+  }
+  json many = {{"eos_token_id", json::array()}};
+  for (int i = 0; i < 5000; ++i) many["eos_token_id"].push_back(i);
+  EXPECT_THROW(parse_generation_config_text(many.dump()), Error);
 }
 
 }  // namespace
