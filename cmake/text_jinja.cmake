@@ -2,6 +2,7 @@
 add_library(fathom_text_jinja STATIC
   src/text/jinja/unicode.cpp
   src/text/jinja/unicode_tables.cpp
+  src/text/jinja/budget.cpp
   src/text/jinja/value.cpp
   src/text/jinja/pyformat.cpp
   src/text/jinja/lexer.cpp

@@ -118,18 +118,24 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const n
   check(extra_kwargs.is_null() || extra_kwargs.is_object(), "chat template: chat_template_kwargs must be an object");
   // transformers: render(messages=..., tools=..., documents=..., add_generation_prompt=...,
   //                      **{**special_tokens_map, **kwargs})
-  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
-  vars["messages"] = messages;
-  vars["tools"] = tools;
-  vars["documents"] = nullptr;
-  vars["add_generation_prompt"] = add_generation_prompt;
-  for (const auto& [k, v] : special_tokens_.items()) vars[k] = v;
-  if (extra_kwargs.is_object()) {
-    for (const auto& [k, v] : extra_kwargs.items()) {
-      check(k != "messages" && k != "tools" && k != "documents" && k != "add_generation_prompt",
-            "chat template: chat_template_kwargs may not set '", k, "' (it has its own request field)");
-      vars[k] = v;
+  // Converted straight to Values: copying the request's JSON first would cost a copy of the
+  // whole prompt, and nlohmann copies recursively (a deep value would use deep native stack).
+  jinja::Dict vars;
+  try {
+    vars.set(jinja::Value("messages"), jinja::Value::from_json(messages));
+    vars.set(jinja::Value("tools"), jinja::Value::from_json(tools));
+    vars.set(jinja::Value("documents"), jinja::Value::none());
+    vars.set(jinja::Value("add_generation_prompt"), jinja::Value(add_generation_prompt));
+    for (const auto& [k, v] : special_tokens_.items()) vars.set(jinja::Value(k), jinja::Value::from_json(v));
+    if (extra_kwargs.is_object()) {
+      for (const auto& [k, v] : extra_kwargs.items()) {
+        check(k != "messages" && k != "tools" && k != "documents" && k != "add_generation_prompt",
+              "chat template: chat_template_kwargs may not set '", k, "' (it has its own request field)");
+        vars.set(jinja::Value(k), jinja::Value::from_json(v));
+      }
     }
+  } catch (const jinja::EvalError& e) {
+    throw fathom::Error(std::string("jinja: template variables: ") + e.what());
   }
   return template_.render(vars, options);
 }

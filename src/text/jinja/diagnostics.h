@@ -22,6 +22,7 @@ class TemplateError : public fathom::Error {
     Unsupported,  // valid Jinja2 that this interpreter does not implement
     Render,       // a Python/Jinja error while rendering (type error, undefined use, ...)
     Raised,       // the template called raise_exception(message)
+    Limit,        // a bound of RenderLimits: steps, deadline, cancellation, sizes, nesting
   };
   TemplateError(Kind kind, const std::string& template_name, SourcePos pos, const std::string& detail)
       : fathom::Error(format(kind, template_name, pos, detail)), kind_(kind), pos_(pos), detail_(detail) {}
@@ -34,6 +35,7 @@ class TemplateError : public fathom::Error {
     const char* what = kind == Kind::Syntax        ? "syntax error"
                        : kind == Kind::Unsupported ? "unsupported"
                        : kind == Kind::Raised      ? "raise_exception"
+                       : kind == Kind::Limit       ? "limit"
                                                    : "error";
     return "jinja " + std::string(what) + " at " + name + ":" + std::to_string(pos.line) + ":" +
            std::to_string(pos.column) + ": " + detail;

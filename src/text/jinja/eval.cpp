@@ -19,17 +19,24 @@ const Value* Frame::lookup(const std::string& name) const {
   return nullptr;
 }
 
-Interpreter::Interpreter(const std::string& template_name, const Dict& variables, std::function<std::time_t()> clock)
-    : template_name_(template_name), variables_(variables), clock_(std::move(clock)) {
+Interpreter::Interpreter(const std::string& template_name, const Dict& variables, std::function<std::time_t()> clock,
+                         RenderBudget& budget)
+    : budget(budget), template_name_(template_name), variables_(variables), clock_(std::move(clock)) {
   frame_ = new_frame(nullptr);
 }
 
 Interpreter::~Interpreter() {
-  frame_.reset();
+  // Hold every frame and namespace still alive while clearing them: otherwise clearing
+  // one would free the chain of objects only it holds, recursively.
+  std::vector<std::shared_ptr<Frame>> frames;
+  std::vector<std::shared_ptr<NamespaceObject>> namespaces;
   for (auto& weak : frames_)
-    if (auto f = weak.lock()) f->clear();
+    if (auto f = weak.lock()) frames.push_back(std::move(f));
   for (auto& weak : namespaces_)
-    if (auto ns = weak.lock()) ns->clear();
+    if (auto ns = weak.lock()) namespaces.push_back(std::move(ns));
+  frame_.reset();
+  for (auto& f : frames) f->clear();
+  for (auto& ns : namespaces) ns->clear();
 }
 
 std::shared_ptr<Frame> Interpreter::new_frame(std::shared_ptr<Frame> parent) {
@@ -54,6 +61,8 @@ Value Interpreter::lookup(const std::string& name) const {
 
 Value Expr::eval(Interpreter& in) const {
   try {
+    in.budget.step();
+    DepthScope depth(in.budget);
     return do_eval(in);
   } catch (const EvalError& e) {
     throw TemplateError(e.kind(), in.template_name(), pos, e.what());
@@ -178,7 +187,11 @@ Value BinaryExpr::do_eval(Interpreter& in) const {
 
 Value ConcatExpr::do_eval(Interpreter& in) const {
   std::string out;
-  for (const auto& p : parts) out += py_str(p->eval(in));
+  for (const auto& p : parts) {
+    const std::string s = py_str(p->eval(in));
+    in.budget.check_value_size(out.size() + s.size(), "a string concatenation (~)");
+    out += s;
+  }
   return Value(std::move(out));
 }
 

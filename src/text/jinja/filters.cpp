@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "text/jinja/budget.h"
 #include "text/jinja/builtins.h"
 #include "text/jinja/diagnostics.h"
 #include "text/jinja/interpreter.h"
@@ -88,6 +89,7 @@ Value f_batch(Interpreter&, const Value& v, CallArgs& args) {
   ArgBinder a("batch", args, {"linecount", "fill_with"});
   const int64_t n = arg_int(a.get(0), "batch");
   const Value fill = a.get_or(1, Value::none());
+  if (!fill.is_none() && n > 0) check_value_size(size_t(n) * sizeof(Value), "a batch filled to its linecount");
   ValueList out, tmp;
   for (auto& item : iterate(v)) {
     if (int64_t(tmp.size()) == n) {
@@ -274,13 +276,21 @@ Value f_indent(Interpreter&, const Value& v, CallArgs& args) {
   const bool first = truthy_arg(a, 1, false);
   const bool blank = truthy_arg(a, 2, false);
   std::string indention;
-  if (width.is_string()) indention = width.as_string();
-  else indention = std::string(size_t(std::max<int64_t>(0, arg_int(width, "indent"))), ' ');
+  if (width.is_string()) {
+    indention = width.as_string();
+  } else {
+    const int64_t n = std::max<int64_t>(0, arg_int(width, "indent"));
+    check_value_size(size_t(n), "an indentation");
+    indention = std::string(size_t(n), ' ');
+  }
   if (!v.is_string()) {
     if (v.is_undefined()) fail_undefined(v);
     eval_fail("unsupported operand type(s) for +=: '", v.type_name(), "' and 'str'");
   }
   const std::vector<std::string> lines = py_splitlines(v.as_string() + "\n");
+  size_t total;
+  if (__builtin_mul_overflow(lines.size() + 1, indention.size(), &total)) total = SIZE_MAX;
+  check_value_size(v.as_string().size() + total, "an indented string");
   std::string rv;
   if (blank) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + indention : "") + lines[i];
@@ -376,9 +386,11 @@ Value f_join(Interpreter&, const Value& v, CallArgs& args) {
   std::string out;
   bool first = true;
   for (const auto& item : iterate(v)) {
+    const std::string piece = py_str(parts.empty() ? item : lookup_path(item, parts));
+    check_value_size(out.size() + (first ? 0 : sep.size()) + piece.size(), "a join");
     if (!first) out += sep;
     first = false;
-    out += py_str(parts.empty() ? item : lookup_path(item, parts));
+    out += piece;
   }
   return Value(std::move(out));
 }
@@ -554,6 +566,7 @@ Value f_slice(Interpreter&, const Value& v, CallArgs& args) {
   const Value fill = a.get_or(1, Value::none());
   const ValueList seq = iterate(v);
   if (slices <= 0) eval_fail("integer division or modulo by zero");
+  check_value_size(size_t(slices) * sizeof(Value), "a slice filter's list of slices");
   const int64_t length = int64_t(seq.size());
   const int64_t per = length / slices, extra = length % slices;
   int64_t offset = 0;
@@ -647,7 +660,11 @@ Value f_tojson(Interpreter&, const Value& v, CallArgs& args) {
   opt.ensure_ascii = truthy_arg(a, 0, false);
   const Value indent = a.get_or(1, Value::none());
   if (indent.is_string()) opt.indent = indent.as_string();
-  else if (!indent.is_none()) opt.indent = std::string(size_t(std::max<int64_t>(0, arg_int(indent, "tojson indent"))), ' ');
+  else if (!indent.is_none()) {
+    const int64_t n = std::max<int64_t>(0, arg_int(indent, "tojson indent"));
+    check_value_size(size_t(n), "a tojson indent");
+    opt.indent = std::string(size_t(n), ' ');
+  }
   const Value separators = a.get_or(2, Value::none());
   if (!separators.is_none()) {
     if (!separators.is_list() || separators.items().size() != 2 || !separators.items()[0].is_string() ||
@@ -693,6 +710,7 @@ Value f_unique(Interpreter&, const Value& v, CallArgs& args) {
     Value key = parts.empty() ? item : lookup_path(item, parts);
     if (!case_sensitive) key = ignore_case(key);
     if (!value_hashable(key)) eval_fail("unhashable type: '", key.type_name(), "'");
+    charge_steps(seen.size());  // quadratic: the budget must see it
     if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return values_equal(s, key); })) {
       seen.push_back(key);
       out.push_back(item);

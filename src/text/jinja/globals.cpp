@@ -27,8 +27,10 @@ Value g_range(Interpreter&, CallArgs& args) {
     if (p.size() == 3) step = arg_int(p[2], "range");
   }
   if (step == 0) eval_fail("range() arg 3 must not be zero");
-  const int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                                 : (start > stop ? (start - stop - step - 1) / -step : 0);
+  // In 128 bits: stop - start overflows int64 for far-apart bounds.
+  const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+  const __int128 stride = step > 0 ? __int128(step) : -__int128(step);
+  const __int128 count = span > 0 ? (span + stride - 1) / stride : 0;
   if (count > kMaxRange)
     eval_fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (", kMaxRange, ").");
   return Value::range(start, stop, step);

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "text/jinja/budget.h"
 #include "text/jinja/value.h"
 
 namespace fathom::jinja {
@@ -36,7 +37,8 @@ class Interpreter {
   enum class Flow { Normal, Break, Continue };
   static constexpr int kMaxCallDepth = 250;
 
-  Interpreter(const std::string& template_name, const Dict& variables, std::function<std::time_t()> clock);
+  Interpreter(const std::string& template_name, const Dict& variables, std::function<std::time_t()> clock,
+              RenderBudget& budget);
   // Clears every frame: a macro holds its defining frame, which holds the macro.
   ~Interpreter();
   Interpreter(const Interpreter&) = delete;
@@ -67,6 +69,7 @@ class Interpreter {
   // Namespaces are cleared at the end too: one can hold itself.
   void track_namespace(const std::shared_ptr<NamespaceObject>& ns) { namespaces_.push_back(ns); }
 
+  RenderBudget& budget;
   Flow flow = Flow::Normal;
   int call_depth = 0;
   int loop_depth = 0;

@@ -70,8 +70,21 @@ class Lexer {
     auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
     const size_t line = size_t(it - line_starts_.begin());
     const size_t start = line_starts_[line - 1];
-    return SourcePos{int(line), int(unicode::length(std::string_view(src_).substr(start, offset - start))) + 1};
+    // Tokens come in source order: count code points from the previous position on the
+    // same line, so a template of one long line lexes in linear time, not quadratic.
+    size_t from = start, column = 0;
+    if (column_memo_.line == line && column_memo_.offset <= offset) {
+      from = column_memo_.offset;
+      column = column_memo_.column;
+    }
+    column += unicode::length(std::string_view(src_).substr(from, offset - from));
+    column_memo_ = {line, offset, column};
+    return SourcePos{int(line), int(column) + 1};
   }
+  struct ColumnMemo {
+    size_t line = 0, offset = 0, column = 0;
+  };
+  mutable ColumnMemo column_memo_;
 
   void emit(TokenType type, std::string value, size_t offset) {
     tokens_.push_back(Token{type, std::move(value), pos_at(offset)});

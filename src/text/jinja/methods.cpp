@@ -145,6 +145,9 @@ std::string pad(const std::string& s, int64_t width, const std::string& fill, in
   const int64_t len = int64_t(unicode::length(s));
   if (width <= len) return s;
   const int64_t total = width - len;
+  size_t bytes;
+  if (__builtin_mul_overflow(size_t(total), fill.size(), &bytes)) bytes = SIZE_MAX;
+  check_value_size(bytes + s.size(), "a padded string");
   auto rep = [&](int64_t n) {
     std::string r;
     for (int64_t i = 0; i < n; ++i) r += fill;
@@ -233,6 +236,7 @@ Value call_str_method(const std::string& s, const std::string& name, CallArgs& a
       const std::u32string u = unicode::decode(s);
       for (size_t i = 0; i <= u.size(); ++i) {
         if (count != 0) {
+          check_value_size(out.size() + repl.size() + s.size(), "a replaced string");
           out += repl;
           if (count > 0) --count;
         }
@@ -244,6 +248,7 @@ Value call_str_method(const std::string& s, const std::string& name, CallArgs& a
     while (count != 0) {
       const size_t f = s.find(old, pos);
       if (f == std::string::npos) break;
+      check_value_size(out.size() + (f - pos) + repl.size() + (s.size() - f), "a replaced string");
       out.append(s, pos, f - pos);
       out += repl;
       pos = f + old.size();
@@ -258,6 +263,7 @@ Value call_str_method(const std::string& s, const std::string& name, CallArgs& a
     bool first = true;
     for (const auto& item : iterate(a.get(0))) {
       if (!item.is_string()) eval_fail("sequence item: expected str instance, ", item.type_name(), " found");
+      check_value_size(out.size() + (first ? 0 : s.size()) + item.as_string().size(), "a join");
       if (!first) out += s;
       first = false;
       out += item.as_string();
@@ -325,6 +331,7 @@ Value call_str_method(const std::string& s, const std::string& name, CallArgs& a
     const int64_t width = arg_int(a.get(0), fn);
     const int64_t len = int64_t(unicode::length(s));
     if (width <= len) return Value(s);
+    check_value_size(size_t(width - len) + s.size(), "a zero-padded string");
     const std::string zeros(size_t(width - len), '0');
     if (!s.empty() && (s[0] == '+' || s[0] == '-')) return Value(s.substr(0, 1) + zeros + s.substr(1));
     return Value(zeros + s);

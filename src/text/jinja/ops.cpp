@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "text/jinja/budget.h"
 #include "text/jinja/builtins.h"
 #include "text/jinja/diagnostics.h"
 #include "text/jinja/interpreter.h"
@@ -61,12 +62,31 @@ std::pair<double, double> float_divmod(double vx, double wx) {
   return {floordiv, mod};
 }
 
+// What a list costs to build or copy: its Values and the strings they hold by value.
+size_t list_bytes(const ValueList& items) {
+  size_t bytes = items.size() * sizeof(Value);
+  for (const auto& v : items)
+    if (v.is_string()) bytes += v.as_string().size();
+  return bytes;
+}
+
+// Checks n copies of `unit` bytes against the value-size limit before anything is allocated.
+void check_repeat_size(size_t unit, int64_t n, std::string_view what) {
+  if (n <= 0 || unit == 0) return;
+  size_t total;
+  if (__builtin_mul_overflow(unit, size_t(n), &total)) total = SIZE_MAX;
+  check_value_size(total, what);
+}
+
 Value repeat_sequence(const Value& seq, int64_t n) {
   if (seq.is_string()) {
+    check_repeat_size(seq.as_string().size(), n, "a string repetition (*)");
     std::string out;
+    if (n > 0) out.reserve(seq.as_string().size() * size_t(n));
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
     return seq.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
   }
+  check_repeat_size(list_bytes(seq.items()), n, "a list repetition (*)");
   ValueList out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
   return Value::list(std::move(out), seq.is_tuple());
@@ -118,11 +138,13 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b) {
       }
       if (numbers) return Value(a.number_as_double() + b.number_as_double());
       if (a.is_string() && b.is_string()) {
+        check_value_size(a.as_string().size() + b.as_string().size(), "a string concatenation (+)");
         if (a.is_markup() || b.is_markup())  // Markup escapes the plain str it is added to
           return Value::markup(escape_value(a).as_string() + escape_value(b).as_string());
         return Value(a.as_string() + b.as_string());
       }
       if (is_concat_sequence(a) && is_concat_sequence(b) && a.is_tuple() == b.is_tuple()) {
+        check_value_size(list_bytes(a.items()) + list_bytes(b.items()), "a list concatenation (+)");
         ValueList out = a.items();
         out.insert(out.end(), b.items().begin(), b.items().end());
         return Value::list(std::move(out), a.is_tuple());
@@ -434,6 +456,9 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
 }
 
 ValueList iterate(const Value& v) {
+  if (v.is_list()) charge_steps(v.items().size());
+  else if (v.is_dict()) charge_steps(v.as_dict().size());
+  else if (v.is_string()) charge_steps(v.as_string().size());
   switch (v.kind()) {
     case Value::Kind::Undefined: return {};
     case Value::Kind::List: return v.items();

@@ -75,12 +75,31 @@ class Parser {
     return node;
   }
 
+  // Bounds the parser's recursion (and so the depth of the tree) whatever the source:
+  // expressions, statement blocks and assignment targets nest at most kMaxNesting deep.
   struct DepthGuard {
-    explicit DepthGuard(Parser& p) : p_(p) {
-      if (++p_.depth_ > kMaxNesting) p_.fail("expression nested too deeply");
+    explicit DepthGuard(Parser& p, const char* what = "expression") : p_(p) {
+      if (++p_.depth_ > kMaxNesting)
+        p_.fail(std::string(what) + " nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
     }
     ~DepthGuard() { --p_.depth_; }
     Parser& p_;
+  };
+
+  // Left-deep chains built by a loop (a + b + c ..., a.b.c ..., x|f|g ...): each link
+  // nests the tree one level deeper, so each counts against the same depth bound.
+  struct ChainDepth {
+    explicit ChainDepth(Parser& p) : p_(p) {}
+    void link() {
+      if (++p_.depth_ > kMaxNesting) {
+        --p_.depth_;
+        p_.fail("expression nested too deeply (a chain of more than " + std::to_string(kMaxNesting) + " operations)");
+      }
+      ++links_;
+    }
+    ~ChainDepth() { p_.depth_ -= links_; }
+    Parser& p_;
+    int links_ = 0;
   };
 
   // ---- statements ----
@@ -142,6 +161,7 @@ class Parser {
   }
 
   void parse_statement(Body& out) {
+    DepthGuard guard(*this, "statement block");
     const Token& t = current();
     if (t.type != TokenType::Name) fail("tag name expected");
     const std::string tag = t.value;
@@ -349,6 +369,7 @@ class Parser {
         return one;
       }
       if (op("(")) {
+        DepthGuard guard(*this, "assignment target");
         next();
         Target inner = parse_assign_target(true, false, extra_end, with_namespace);
         expect_op(")");
@@ -425,7 +446,9 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr left = parse_and();
+    ChainDepth chain(*this);
     while (name_is("or")) {
+      chain.link();
       auto o = make<OrExpr>(next().pos);
       o->left = std::move(left);
       o->right = parse_and();
@@ -436,7 +459,9 @@ class Parser {
 
   ExprPtr parse_and() {
     ExprPtr left = parse_not();
+    ChainDepth chain(*this);
     while (name_is("and")) {
+      chain.link();
       auto a = make<AndExpr>(next().pos);
       a->left = std::move(left);
       a->right = parse_not();
@@ -497,7 +522,9 @@ class Parser {
 
   ExprPtr parse_math1() {
     ExprPtr left = parse_concat();
+    ChainDepth chain(*this);
     while (op("+") || op("-")) {
+      chain.link();
       const Token& t = next();
       left = binary(t.value == "+" ? BinaryOp::Add : BinaryOp::Sub, t.pos, std::move(left), parse_concat());
     }
@@ -516,7 +543,9 @@ class Parser {
 
   ExprPtr parse_math2() {
     ExprPtr left = parse_pow();
+    ChainDepth chain(*this);
     while (op("*") || op("/") || op("//") || op("%")) {
+      chain.link();
       const Token& t = next();
       const BinaryOp b = t.value == "*"   ? BinaryOp::Mul
                          : t.value == "/" ? BinaryOp::Div
@@ -529,7 +558,9 @@ class Parser {
 
   ExprPtr parse_pow() {
     ExprPtr left = parse_unary(true);
+    ChainDepth chain(*this);
     while (op("**")) {
+      chain.link();
       const Token& t = next();
       left = binary(BinaryOp::Pow, t.pos, std::move(left), parse_unary(true));
     }
@@ -624,7 +655,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
+    ChainDepth chain(*this);
     while (true) {
+      chain.link();
       if (op(".") || op("[")) node = parse_subscript(std::move(node));
       else if (op("(")) node = parse_call(std::move(node));
       else return node;
@@ -632,7 +665,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
+    ChainDepth chain(*this);
     while (true) {
+      chain.link();
       if (op("|")) node = parse_filter_chain(std::move(node), false);
       else if (name_is("is")) node = parse_test(std::move(node));
       else if (op("(")) node = parse_call(std::move(node));
@@ -753,7 +788,9 @@ class Parser {
   // node | f1(args) | f2 ...; node may be null (filter blocks, set blocks).
   std::unique_ptr<FilterExpr> parse_filter_chain(ExprPtr node, bool start_inline) {
     std::unique_ptr<FilterExpr> result;
+    ChainDepth chain(*this);
     while (op("|") || start_inline) {
+      chain.link();
       if (!start_inline) next();
       start_inline = false;
       const SourcePos pos = current().pos;

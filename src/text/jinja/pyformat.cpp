@@ -12,6 +12,16 @@
 namespace fathom::jinja {
 namespace {
 
+// width * 10 + digit for a format width or precision, saturating instead of overflowing
+// (a saturated width then fails the value-size check).
+int append_digit(int n, char digit) {
+  const int d = digit - '0';
+  if (n < 0) return d;
+  if (n > (INT32_MAX - d) / 10) return INT32_MAX;
+  return n * 10 + d;
+}
+
+
 void append_hex(std::string& out, uint32_t v, int digits) {
   static const char* kHex = "0123456789abcdef";
   for (int i = digits - 1; i >= 0; --i) out += kHex[(v >> (4 * i)) & 0xF];
@@ -99,6 +109,8 @@ struct JsonWriter {
   }
 
   void write(const Value& v, int level) {
+    // Lists can share storage, so a small value can have a huge text form: check as it grows.
+    check_value_size(out.size(), "the JSON text of a value");
     switch (v.kind()) {
       case Value::Kind::None: out += "null"; return;
       case Value::Kind::Bool: out += v.as_bool() ? "true" : "false"; return;
@@ -200,11 +212,16 @@ std::string c_format_int(const std::string& spec, long long v) {
 std::string pad_text(const std::string& s, const PercentSpec& spec) {
   const size_t len = unicode::length(s);
   if (spec.width < 0 || size_t(spec.width) <= len) return s;
+  check_value_size(s.size() + (size_t(spec.width) - len), "a formatted field");
   const std::string fill(spec.width - len, ' ');
   return spec.flags.find('-') != std::string::npos ? s + fill : fill + s;
 }
 
 std::string format_one_percent(const PercentSpec& spec, const Value& v) {
+  // Numbers go through snprintf into 512 bytes: refuse before it pads a huge field.
+  const bool text_conv = spec.conv == 's' || spec.conv == 'r' || spec.conv == 'a';
+  if (!text_conv && (spec.width > 500 || spec.precision > 500))
+    unsupported("number formatting wider than 500 characters");
   std::string cspec = "%" + spec.flags;
   if (spec.width >= 0) cspec += std::to_string(spec.width);
   if (spec.precision >= 0) cspec += "." + std::to_string(spec.precision);
@@ -297,13 +314,13 @@ FormatSpec parse_format_spec(std::string_view spec_text) {
   if (i < s.size() && s[i] == '#') spec.alternate = true, ++i;
   if (i < s.size() && s[i] == '0') spec.zero = true, ++i;
   int width = -1;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') width = (width < 0 ? 0 : width * 10) + int(s[i++] - '0');
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') width = append_digit(width, s[i++]);
   spec.width = width;
   if (i < s.size() && (s[i] == ',' || s[i] == '_')) spec.grouping = char(s[i++]);
   if (i < s.size() && s[i] == '.') {
     ++i;
     int p = -1;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') p = (p < 0 ? 0 : p * 10) + int(s[i++] - '0');
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') p = append_digit(p, s[i++]);
     if (p < 0) eval_fail("Format specifier missing precision");
     spec.precision = p;
   }
@@ -318,6 +335,7 @@ std::string align_text(const std::string& body, const FormatSpec& spec, char def
   const size_t pad = spec.width - len;
   std::string fill;
   unicode::append_utf8(fill, spec.fill);
+  check_value_size(body.size() + pad * fill.size(), "a formatted field");
   auto repeat = [&](size_t n) {
     std::string r;
     for (size_t k = 0; k < n; ++k) r += fill;
@@ -397,6 +415,7 @@ std::string format_value(const Value& v, std::string_view spec_text) {
       eval_fail("Unknown format code '", std::string(1, t), "' for object of type 'float'");
     double x = t == '%' ? d * 100 : d;
     const int prec = spec.precision >= 0 ? spec.precision : 6;
+    if (prec > 500) unsupported("float formatting with a precision above 500");  // snprintf buffers 512 bytes
     std::string cspec = "%";
     if (spec.alternate) cspec += '#';
     cspec += "." + std::to_string(prec) + (t == '%' ? 'f' : t);
@@ -519,6 +538,7 @@ std::string py_repr(const Value& v) {
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += ", ";
         out += py_repr(items[i]);
+        check_value_size(out.size(), "the text form of a list");
       }
       if (v.is_tuple() && items.size() == 1) out += ",";
       out += v.is_tuple() ? ")" : "]";
@@ -533,6 +553,7 @@ std::string py_repr(const Value& v) {
         if (!first) out += ", ";
         first = false;
         out += py_repr(k) + ": " + py_repr(val);
+        check_value_size(out.size(), "the text form of a dict");
       }
       return out + "}";
     }
@@ -625,13 +646,12 @@ std::string py_percent_format(std::string_view format, const Value& args) {
     while (i < format.size() && std::string_view("-+ #0").find(format[i]) != std::string_view::npos)
       spec.flags += format[i++];
     if (i < format.size() && format[i] == '*') unsupported("'*' width in printf-style formatting");
-    while (i < format.size() && format[i] >= '0' && format[i] <= '9')
-      spec.width = (spec.width < 0 ? 0 : spec.width * 10) + (format[i++] - '0');
+    while (i < format.size() && format[i] >= '0' && format[i] <= '9') spec.width = append_digit(spec.width, format[i++]);
     if (i < format.size() && format[i] == '.') {
       ++i;
       spec.precision = 0;
       while (i < format.size() && format[i] >= '0' && format[i] <= '9')
-        spec.precision = spec.precision * 10 + (format[i++] - '0');
+        spec.precision = append_digit(spec.precision, format[i++]);
     }
     while (i < format.size() && (format[i] == 'l' || format[i] == 'h' || format[i] == 'L')) ++i;
     if (i >= format.size()) eval_fail("incomplete format");

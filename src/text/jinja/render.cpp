@@ -9,12 +9,15 @@ namespace fathom::jinja {
 void render_body(const Body& body, Interpreter& in, std::string& out) {
   for (const auto& stmt : body) {
     stmt->render(in, out);
+    in.budget.check_output_size(out.size());
     if (in.flow != Interpreter::Flow::Normal) return;
   }
 }
 
 void Stmt::render(Interpreter& in, std::string& out) const {
   try {
+    in.budget.step();
+    DepthScope depth(in.budget);
     do_render(in, out);
   } catch (const EvalError& e) {
     throw TemplateError(e.kind(), in.template_name(), pos, e.what());
@@ -78,6 +81,7 @@ void ForStmt::run(Interpreter& in, const Value& iterable, int depth0, std::strin
   const Value loop_value = Value::object(loop);
   ++in.loop_depth;
   for (size_t i = 0; i < items->size(); ++i) {
+    in.budget.step();
     Interpreter::ScopeGuard scope(in, in.child_frame());
     loop->set_index(i);
     in.assign("loop", loop_value);
@@ -247,7 +251,7 @@ Value LoopObject::get_attr(const std::string& name) const {
     return Value::object(std::make_shared<BuiltinFunction>("cycle", [self](Interpreter&, CallArgs& a) {
       if (a.positional.empty()) eval_fail("no items for cycling given");
       return a.positional[self->index0_ % a.positional.size()];
-    }));
+    }, nesting()));
   }
   if (name == "changed") {
     auto self = std::static_pointer_cast<const LoopObject>(shared_from_this());
@@ -256,7 +260,7 @@ Value LoopObject::get_attr(const std::string& name) const {
       if (self->last_changed_ && values_equal(*self->last_changed_, current)) return Value(false);
       self->last_changed_ = current;
       return Value(true);
-    }));
+    }, nesting()));
   }
   return Object::get_attr(name);
 }

@@ -31,7 +31,9 @@ std::string Template::render(const nlohmann::ordered_json& variables, const Rend
 }
 
 std::string Template::render(const Dict& variables, const RenderOptions& options) const {
-  Interpreter in(name_, variables, options.clock);
+  RenderBudget budget(options);
+  ActiveBudgetScope active(budget);
+  Interpreter in(name_, variables, options.clock, budget);
   std::string out;
   render_body(ast_->body, in, out);
   return out;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/jinja/budget.h"
 #include "text/jinja/diagnostics.h"
 #include "text/jinja/lexer.h"
 #include "text/jinja/value.h"
@@ -20,7 +21,11 @@ namespace fathom::jinja {
 
 struct TemplateAst;
 
-struct RenderOptions {
+// The limits (budget.h) bound every rendering by default: max_steps, max_output_bytes,
+// max_value_bytes, max_depth, and optionally a deadline and a cancellation check, e.g.
+//   jinja::RenderOptions o;  o.deadline = request_deadline;  o.cancelled = [&] { return client_gone; };
+// Past one, render throws TemplateError of Kind::Limit naming the limit and its value.
+struct RenderOptions : RenderLimits {
   // The clock strftime_now reads (seconds since the epoch, local time zone); default: now.
   std::function<std::time_t()> clock;
 };

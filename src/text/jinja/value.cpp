@@ -36,11 +36,14 @@ uint32_t Value::nesting() const {
     case Kind::List: return list_data().depth;
     case Kind::Dict: return as_dict().depth();
     case Kind::Generator: return generator_data().depth;
+    case Kind::Object: return as_object()->nesting();
     default: return 0;
   }
 }
 
 Value Value::sequence(ValueList items, SeqKind kind) {
+  charge_steps(items.size());
+  check_value_size(items.size() * sizeof(Value), "a list");
   auto data = std::make_shared<ListData>();
   data->depth = nesting_of(items);
   data->items = std::move(items);
@@ -54,8 +57,15 @@ Value Value::range(int64_t start, int64_t stop, int64_t step) {
   data->range_start = start;
   data->range_stop = stop;
   data->range_step = step;
+  // Counted in 128 bits: start, stop and step may be anywhere in int64.
+  const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+  const __int128 stride = step > 0 ? __int128(step) : -__int128(step);
+  const __int128 count = span > 0 ? (span + stride - 1) / stride : 0;
+  check_value_size(size_t(std::min<__int128>(count, INT64_MAX / int64_t(sizeof(Value)))) * sizeof(Value), "a range");
   ValueList items;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.emplace_back(i);
+  items.reserve(size_t(count));
+  for (__int128 k = 0; k < count; ++k) items.emplace_back(int64_t(start + k * __int128(step)));
+  charge_steps(items.size());
   data->items = std::move(items);
   return Value(std::shared_ptr<const ListData>(std::move(data)));
 }
@@ -63,6 +73,7 @@ Value Value::range(int64_t start, int64_t stop, int64_t step) {
 Value Value::dict(Dict d) { return Value(std::shared_ptr<const Dict>(std::make_shared<Dict>(std::move(d)))); }
 
 Value Value::generator(ValueList items) {
+  charge_steps(items.size());
   auto data = std::make_shared<GeneratorData>();
   data->depth = nesting_of(items);
   data->items = std::move(items);

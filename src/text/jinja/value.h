@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/jinja/budget.h"
+
 namespace fathom::jinja {
 
 class Value;
@@ -60,6 +62,9 @@ class Object {
   virtual Value call(Interpreter& interp, CallArgs& args) const;
   // Python str(); objects whose str() Python prints with a memory address fail instead.
   virtual std::string to_str() const;
+  // How deeply the values this object holds nest (as Value::nesting), so that chains
+  // through objects are bounded by kMaxNesting like chains of containers.
+  virtual uint32_t nesting() const { return 0; }
 };
 
 class Value {
@@ -142,7 +147,20 @@ class Value {
     std::string hint;
   };
   struct NoneV {};
+  // Building or copying a string is charged to the active rendering's step budget
+  // (budget.h), so copying a big string in a loop is work the budget sees.
   struct StrV {
+    StrV(std::string str, bool is_markup) : s(std::move(str)), markup(is_markup) { charge_bytes(s.size()); }
+    StrV(const StrV& o) : s(o.s), markup(o.markup) { charge_bytes(s.size()); }
+    StrV(StrV&&) noexcept = default;
+    StrV& operator=(const StrV& o) {
+      s = o.s;
+      markup = o.markup;
+      charge_bytes(s.size());
+      return *this;
+    }
+    StrV& operator=(StrV&&) noexcept = default;
+    ~StrV() = default;
     std::string s;
     bool markup;
   };

@@ -73,12 +73,12 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const json& j) {
   m.vocab_.reserve(vocab.size());
   int32_t max_id = -1;
   for (const auto& [token, id] : vocab.items()) {
-    check(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < (int64_t(1) << 31), kWhat,
-          ": id of token \"", token, "\" must be a non-negative integer");
-    const auto i = id.get<int32_t>();
+    if (!is_token_id(id)) fail_token_id(id, std::string(kWhat) + ": the id of vocab token \"" + token + "\"");
+    const auto i = int32_t(id.get<int64_t>());
     m.vocab_.emplace(token, i);
     max_id = std::max(max_id, i);
   }
+  check_id_space(max_id, m.vocab_.size(), std::string(kWhat) + " vocab");
   m.id_to_token_.resize(size_t(max_id + 1));
   m.has_token_.assign(size_t(max_id + 1), false);
   for (const auto& [token, id] : m.vocab_) {

@@ -47,10 +47,7 @@ std::unique_ptr<PostProcessor> make_template(const json& j, const std::string& w
     const json& ids = require_field(entry, "ids", what + " special token \"" + name + "\"");
     check(ids.is_array(), what, ": special token \"", name, "\": \"ids\" must be an array");
     std::vector<int32_t> v;
-    for (const auto& id : ids) {
-      check(id.is_number_integer(), what, ": special token \"", name, "\": ids must be integers");
-      v.push_back(id.get<int32_t>());
-    }
+    for (const auto& id : ids) v.push_back(require_token_id(id, what + ": an id of special token \"" + name + "\""));
     ids_of[name] = std::move(v);
   }
   const json& single = require_field(j, "single", what);
@@ -81,8 +78,8 @@ std::unique_ptr<PostProcessor> make_template(const json& j, const std::string& w
 // RobertaProcessing / BertProcessing: {"cls": ["<s>", 0], "sep": ["</s>", 2]}.
 int32_t pair_id(const json& j, const char* key, const std::string& what) {
   const json& v = require_field(j, key, what);
-  check(v.is_array() && v.size() == 2 && v[1].is_number_integer(), what, ": \"", key, "\" must be [token, id]");
-  return v[1].get<int32_t>();
+  check(v.is_array() && v.size() == 2, what, ": \"", key, "\" must be [token, id]");
+  return require_token_id(v[1], what + ": the id of \"" + key + "\"");
 }
 
 }  // namespace

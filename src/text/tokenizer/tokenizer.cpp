@@ -64,9 +64,7 @@ tok::AddedToken parse_added_token(const json& t, size_t index) {
   const std::string what = "tokenizer.json: added_tokens[" + std::to_string(index) + "]";
   tok::AddedToken a;
   a.content = tok::require_string(t, "content", what);
-  const json& id = tok::require_field(t, "id", what);
-  check(id.is_number_integer() && id.get<int64_t>() >= 0, what, ": \"id\" must be a non-negative integer");
-  a.id = id.get<int32_t>();
+  a.id = tok::require_token_id(tok::require_field(t, "id", what), what + ": \"id\"");
   a.single_word = tok::bool_or(t, "single_word", false, what);
   a.lstrip = tok::bool_or(t, "lstrip", false, what);
   a.rstrip = tok::bool_or(t, "rstrip", false, what);
@@ -160,6 +158,8 @@ Tokenizer Tokenizer::build(std::string_view tokenizer_json, std::string_view con
 
   int32_t max_id = impl->model->max_id();
   for (const auto& t : impl->added.tokens()) max_id = std::max(max_id, t.id);
+  tok::check_id_space(max_id, size_t(impl->model->vocab_size()) + impl->added.tokens().size(),
+                      "tokenizer.json added_tokens");
   impl->special_by_id.assign(size_t(max_id + 1), false);
   int64_t distinct = 0;
   for (int32_t id = 0; id <= max_id; ++id) {
@@ -169,6 +169,13 @@ Tokenizer Tokenizer::build(std::string_view tokenizer_json, std::string_view con
     impl->special_by_id[size_t(id)] = impl->added.is_special_content(*s);
   }
   impl->vocab_size = distinct;
+
+  // The ids the post-processor adds reach the model as they are: each must name a token.
+  std::vector<int32_t> added_ids;
+  if (impl->post_processor) impl->post_processor->process(added_ids, /*add_special_tokens=*/true);
+  for (const int32_t id : added_ids)
+    check(impl->token_string(id) != nullptr, "tokenizer.json: post_processor adds id ", id,
+          ", which names no token (largest id ", max_id, ")");
   return Tokenizer(std::move(impl));
 }
 
@@ -181,6 +188,8 @@ void Tokenizer::Impl::tokenize_text(std::string text, bool at_input_start, std::
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   const Impl& im = *impl_;
+  check(text.size() <= kMaxEncodeBytes, "Tokenizer::encode: the text is ", text.size(), " bytes, more than the ",
+        kMaxEncodeBytes, " a tokenizer accepts");
   if (const auto bad = tok::first_invalid_utf8(text))
     fail("Tokenizer::encode: the text is not valid UTF-8 (byte ", *bad, " of ", text.size(), ")");
   std::vector<int32_t> ids;

@@ -24,8 +24,12 @@ class Tokenizer {
   // The same from the files' contents; an empty config_json means no tokenizer_config.json.
   static Tokenizer from_json(std::string_view tokenizer_json, std::string_view config_json = {});
 
-  // `text` must be valid UTF-8 (else fathom::Error). Special tokens written in the text
-  // are recognised as such; add_special_tokens adds the post-processor's BOS/EOS.
+  // The largest text encode accepts (a bound against hostile input; far above any context).
+  static constexpr size_t kMaxEncodeBytes = size_t(64) << 20;
+
+  // `text` must be valid UTF-8 and at most kMaxEncodeBytes (else fathom::Error). Special
+  // tokens written in the text are recognised as such; add_special_tokens adds the
+  // post-processor's BOS/EOS.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
   // Ids that name no token are skipped, as Hugging Face does. Always valid UTF-8: bytes
   // that do not form characters become U+FFFD.
