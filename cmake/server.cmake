@@ -6,6 +6,8 @@ pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 
 add_library(fathom_server STATIC
   src/server/metrics.cpp
+  src/server/bounded_json.cpp
+  src/server/bounded_http_server.cpp
   src/server/engine_worker.cpp
   src/server/reasoning.cpp
   src/server/tool_calls.cpp
@@ -34,7 +36,9 @@ if(NOT DEFINED FATHOM_BUILD_TESTS OR FATHOM_BUILD_TESTS)
     tests/server/reasoning_test.cpp
     tests/server/request_parsing_test.cpp
     tests/server/metrics_test.cpp
+    tests/server/bounded_json_test.cpp
   )
+  target_include_directories(server_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../tests)
   target_link_libraries(server_tests PRIVATE fathom_server GTest::gtest_main)
   gtest_discover_tests(server_tests DISCOVERY_TIMEOUT 60)
 endif()

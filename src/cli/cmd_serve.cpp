@@ -89,14 +89,25 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--request-timeout", o->server.request_timeout_s, "seconds a request may take in all")
       ->capture_default_str();
-  app.add_option("--http-threads", o->server.http_threads, "HTTP worker threads (each streams one response)")
+  auto& conn = o->server.connections;
+  app.add_option("--max-connections", conn.max_connections,
+                 "connections served at once, one HTTP thread each (a 503 beyond)")
       ->capture_default_str();
-  return [o] {
+  app.add_option("--header-timeout", conn.header_timeout_s, "seconds a request's line and headers may take to arrive")
+      ->capture_default_str();
+  app.add_option("--body-timeout", conn.body_timeout_s, "seconds a request's body may take to arrive")
+      ->capture_default_str();
+  app.add_option("--idle-timeout", conn.idle_timeout_s, "seconds a connection may wait for its next request")
+      ->capture_default_str();
+  return [o, &conn] {
     if (o->model.maybe_describe_kv()) return 0;
-    check(o->max_body_mib > 0, "--max-body-mib must be positive");
+    check(o->max_body_mib > 0 && o->max_body_mib <= 1024, "--max-body-mib must be in 1..1024, got ", o->max_body_mib);
     check(o->server.max_queued > 0, "--max-queue must be positive");
     check(o->server.request_timeout_s > 0, "--request-timeout must be positive");
-    check(o->server.http_threads >= 4, "--http-threads must be at least 4");
+    check(conn.max_connections >= 4 && conn.max_connections <= 4096, "--max-connections must be in 4..4096, got ",
+          conn.max_connections);
+    check(conn.header_timeout_s > 0 && conn.body_timeout_s > 0 && conn.idle_timeout_s > 0,
+          "--header-timeout, --body-timeout and --idle-timeout must be positive");
     o->server.max_body_bytes = size_t(o->max_body_mib) << 20;
     const std::filesystem::path dir(o->model.model_dir);
     check(std::filesystem::exists(dir / "tokenizer.json"), "serve: ", dir.string(),

@@ -33,7 +33,14 @@ int32_t argmax(std::span<const float> logits) {
   return 0;  // every logit NaN
 }
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) { params_.validate(); }
+// Below this a temperature is greedy (as vLLM does): dividing logits by a
+// subnormal one turns them into infinities, and inf − inf into NaN.
+constexpr float kGreedyBelowTemperature = 1e-5f;
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+  params_.validate();
+  if (params_.temperature < kGreedyBelowTemperature) params_.temperature = 0.0f;
+}
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   if (params_.temperature == 0.0f && params_.repetition_penalty == 1.0f) return argmax(logits);  // no copy
@@ -69,6 +76,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   }
   // Softmax over the kept candidates.
   const float max_logit = work_[order_[0]];
+  if (!std::isfinite(max_logit)) return order_[0];  // an infinite best logit takes all the mass
   std::vector<double> probs(static_cast<size_t>(keep));
   double total = 0.0;
   for (int64_t i = 0; i < keep; ++i) total += probs[i] = std::exp(double(work_[order_[i]] - max_logit));

@@ -1,5 +1,7 @@
 #include "server/anthropic_routes.h"
 
+#include "server/bounded_json.h"
+
 #include "server/generation_session.h"
 #include "server/http_errors.h"
 #include "server/deferred_response.h"
@@ -16,7 +18,7 @@ std::string stop_reason_of(const GenerationSession& s, bool tool_use) {
 }
 
 ojson tool_use_block(const ToolCall& call) {
-  ojson input = ojson::parse(call.arguments, nullptr, false);
+  ojson input = parse_json_bounded(call.arguments);
   if (input.is_discarded() || !input.is_object()) input = ojson::object();
   return {{"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", call.name}, {"input", input}};
 }
@@ -59,8 +61,7 @@ class MessagesStream final : public SseFormatter {
 
   std::string end(const GenerationSession& s) override {
     std::string out;
-    if (!s.error().empty())
-      return out + sse_event("error", {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", s.error()}}}});
+    if (auto failure = s.failure()) return sse_event("error", error_body(*failure, ApiStyle::anthropic));
     bool tool_use = false;
     if (tools_) {
       ParsedToolCalls parsed = parse_tool_calls(held_, ctx_.tool_format);
@@ -122,16 +123,16 @@ class MessagesStream final : public SseFormatter {
 };
 
 void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto deadline = request_deadline(ctx);
   const ChatRequest request = parse_messages_request(parse_body(req.body));
-  const PreparedPrompt prompt = prepare_chat_prompt(ctx, request);
-  auto job = make_job(ctx, prompt.ids, request.gen);
+  const PreparedPrompt prompt = prepare_chat_prompt(ctx, request, deadline);
+  auto job = make_job(ctx, prompt.ids, request.gen, deadline);
   submit_job(ctx, job);
   auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, ctx.has_thinking,
                                                      prompt.starts_in_reasoning);
   if (request.gen.stream)
     return stream_session(res, session, std::make_shared<MessagesStream>(ctx, request, int64_t(prompt.ids.size())));
-  respond_when_done(res, session, ApiStyle::anthropic, [&ctx, request, session](Delta& all) {
-    if (!session->error().empty()) throw ApiError(500, session->error(), "", "api_error");
+  respond_when_done(res, *session, [&ctx, &request, &session](Delta& all) {
     ojson content = ojson::array();
     if (!all.reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", all.reasoning}, {"signature", ""}});
     bool tool_use = false;

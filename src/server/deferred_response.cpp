@@ -2,35 +2,26 @@
 
 #include <chrono>
 
-#include "server/sse.h"
+#include "server/bounded_http_server.h"
 
 namespace fathom::server {
 
-void respond_when_done(httplib::Response& res, std::shared_ptr<GenerationSession> session, ApiStyle style,
-                       std::function<std::string(Delta&)> body) {
-  res.set_chunked_content_provider(
-      "application/json", [session, style, body = std::move(body)](size_t, httplib::DataSink& sink) {
-        using namespace std::chrono;
-        Delta all;
-        auto last_write = steady_clock::now();
-        while (!session->step(all, milliseconds(50))) {
-          if (steady_clock::now() - last_write < milliseconds(250)) continue;
-          if (!sink.write(" ", 1)) {
-            session->cancel();
-            return false;
-          }
-          last_write = steady_clock::now();
-        }
-        std::string text;
-        try {
-          text = body(all);
-        } catch (const ApiError& e) {
-          text = dump_json(error_body(e, style));
-        }
-        if (!sink.write(text.data(), text.size())) return false;
-        sink.done();
-        return true;
-      });
+void respond_when_done(httplib::Response& res, GenerationSession& session, const std::function<std::string(Delta&)>& body) {
+  using namespace std::chrono;
+  Delta all;
+  auto last_check = steady_clock::now();
+  while (!session.step(all, milliseconds(50))) {
+    if (steady_clock::now() - last_check < milliseconds(250)) continue;
+    last_check = steady_clock::now();
+    if (BoundedHttpServer::client_disconnected()) {
+      session.cancel();
+      BoundedHttpServer::close_connection_after_response();
+      // Nobody reads this; the status tells the metrics what happened (nginx's 499).
+      throw ApiError(499, "the client closed the connection", "", "invalid_request_error", "client_closed");
+    }
+  }
+  if (auto failure = session.failure()) throw *failure;
+  res.set_content(body(all), "application/json");
 }
 
 }  // namespace fathom::server

@@ -1,8 +1,9 @@
 #pragma once
-// A non-streaming answer that still notices a client hanging up. The JSON body
-// is sent chunked once generation ends; until then a space (whitespace JSON
-// parsers skip) goes out every 250 ms, and the first write that fails cancels
-// the request and frees its state, whether it is queued or running.
+// A non-streaming answer. The route's HTTP thread waits for generation to end
+// and only then writes the status line, so a timeout, an engine failure or a
+// shutdown gets its own status instead of a 200. While it waits it watches
+// the connection: a client that hangs up cancels its request and frees its
+// state, whether the request is queued or running.
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,9 +13,8 @@
 
 namespace fathom::server {
 
-// `body` turns everything generated into the response JSON; an ApiError it
-// throws becomes an error body in `style` (the status is already 200 by then).
-void respond_when_done(httplib::Response& res, std::shared_ptr<GenerationSession> session, ApiStyle style,
-                       std::function<std::string(Delta&)> body);
+// `body` turns everything generated into the response JSON. A failed session
+// (GenerationSession::failure) is thrown as its ApiError for `guarded` to answer.
+void respond_when_done(httplib::Response& res, GenerationSession& session, const std::function<std::string(Delta&)>& body);
 
 }  // namespace fathom::server

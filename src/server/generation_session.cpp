@@ -42,6 +42,17 @@ void GenerationSession::finish(Delta& out) {
   error_ = job_->error();
 }
 
+std::optional<ApiError> GenerationSession::failure() const {
+  if (finish_reason_ == "timeout")
+    return ApiError(504, "the request ran past the server's --request-timeout; " + std::to_string(completion_tokens_) +
+                             " tokens had been generated",
+                    "", "timeout_error", "timeout");
+  if (finish_reason_ == "error") return ApiError(500, error_, "", "server_error");
+  if (finish_reason_ == "cancelled")
+    return ApiError(503, error_.empty() ? "the request was cancelled" : error_, "", "server_error", "cancelled");
+  return std::nullopt;
+}
+
 bool GenerationSession::step(Delta& out, std::chrono::milliseconds wait) {
   if (done_) return true;
   TokenEvent event;

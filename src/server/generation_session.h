@@ -40,6 +40,10 @@ class GenerationSession {
   const std::string& finish_reason() const { return finish_reason_; }
   bool stopped_by_string() const { return stopped_by_string_; }
   const std::string& error() const { return error_; }
+  // When generation ended without a whole answer, the error the client gets:
+  // the request ran past its deadline (504), the engine failed (500), the
+  // server is shutting down (503).
+  std::optional<ApiError> failure() const;
   int64_t prompt_tokens() const { return int64_t(job_->spec.prompt.size()); }
   int64_t completion_tokens() const { return completion_tokens_; }
 

@@ -13,6 +13,7 @@ std::string anthropic_type(const ApiError& e) {
     case 404: return "not_found_error";
     case 413: return "request_too_large";
     case 429: return "rate_limit_error";
+    case 504: return "timeout_error";
     default: return e.status >= 500 ? "api_error" : "invalid_request_error";
   }
 }

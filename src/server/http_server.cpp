@@ -2,12 +2,15 @@
 
 #include <httplib.h>
 
+#include <malloc.h>
+
 #include <atomic>
 #include <csignal>
 #include <thread>
 
 #include "core/error.h"
 #include "server/anthropic_routes.h"
+#include "server/bounded_http_server.h"
 #include "server/http_errors.h"
 #include "server/openai_routes.h"
 #include "server/sse.h"
@@ -16,7 +19,7 @@ namespace fathom::server {
 
 namespace {
 
-std::atomic<httplib::Server*> g_server{nullptr};
+std::atomic<BoundedHttpServer*> g_server{nullptr};
 
 void on_signal(int) {
   // stop() only shuts the listening socket down; it is safe enough from a handler here.
@@ -42,15 +45,14 @@ bool authorized(const httplib::Request& req, const std::string& key) {
 }  // namespace
 
 void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on_listening) {
-  httplib::Server http;
-  const int threads = ctx.options.http_threads;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  // Each HTTP thread that touches a large body would otherwise keep its own
+  // malloc arena of that size: cap the arenas (the connection layer also trims
+  // after large requests).
+  mallopt(M_ARENA_MAX, 4);
+  BoundedHttpServer http(ctx.options.connections);
   // Bodies up to twice the limit are read and answered with a clean 413 by the
   // routes; beyond that the library refuses them without reading.
   http.set_payload_max_length(ctx.options.max_body_bytes * 2 + 1024);
-  http.set_read_timeout(30, 0);
-  http.set_write_timeout(30, 0);
-  http.set_keep_alive_timeout(2);
 
   http.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
     if (ctx.options.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
@@ -59,11 +61,17 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
                 ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
                          "", "invalid_request_error", "invalid_api_key"),
                 style_of(req.path));
+    // The body was not read: it must not be taken for the next request.
+    BoundedHttpServer::close_connection_after_response();
     ctx.metrics.count_request("unauthorized", 401);
     return httplib::Server::HandlerResponse::Handled;
   });
   // Statuses the library sets itself (404, 413, 400 on a broken request line) get a JSON body too.
+  // Every error closes its connection: the library answers some (413, a broken
+  // header) without reading the body, which must not become the next request.
   http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Connection", "close");
+    BoundedHttpServer::close_connection_after_response();
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     std::string message = "error";
     if (res.status == 404) message = "no route for " + req.method + " " + req.path;
@@ -77,9 +85,10 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
     write_error(res, ApiError(500, "internal error", "", "server_error"), style_of(req.path));
   });
 
-  http.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
+  http.Get("/health", [&ctx, &http](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump_json({{"status", "ok"}, {"model", ctx.options.served_model_name},
-                               {"queued", ctx.worker.queued()}}),
+                               {"queued", ctx.worker.queued()}, {"connections", http.open_connections()},
+                               {"refused_connections", http.refused_connections()}}),
                     "application/json");
   });
   http.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
@@ -97,6 +106,7 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
     check(http.bind_to_port(ctx.options.host, port), "serve: cannot bind ", ctx.options.host, ":", port,
           " (in use, or not an address of this machine)");
   }
+  http.widen_accept_backlog();
   std::signal(SIGPIPE, SIG_IGN);
   g_server = &http;
   std::signal(SIGINT, on_signal);

@@ -93,9 +93,7 @@ class ChatStream final : public SseFormatter {
 
   std::string end(const GenerationSession& s) override {
     std::string out;
-    if (!s.error().empty())
-      return sse_data({{"error", {{"message", s.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
-             "data: [DONE]\n\n";
+    if (auto failure = s.failure()) return sse_data(error_body(*failure, ApiStyle::openai)) + "data: [DONE]\n\n";
     bool called = false;
     if (tools_) {
       ParsedToolCalls parsed = parse_tool_calls(held_, ctx_.tool_format);
@@ -135,16 +133,15 @@ class ChatStream final : public SseFormatter {
 };
 
 void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto deadline = request_deadline(ctx);
   const ChatRequest request = parse_chat_request(parse_body(req.body));
-  const PreparedPrompt prompt = prepare_chat_prompt(ctx, request);
-  auto job = make_job(ctx, prompt.ids, request.gen);
+  const PreparedPrompt prompt = prepare_chat_prompt(ctx, request, deadline);
+  auto job = make_job(ctx, prompt.ids, request.gen, deadline);
   submit_job(ctx, job);
   auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, ctx.has_thinking,
                                                      prompt.starts_in_reasoning);
   if (request.gen.stream) return stream_session(res, session, std::make_shared<ChatStream>(ctx, request));
-  respond_when_done(res, session, ApiStyle::openai, [&ctx, request, session](Delta& all) {
-
-    if (!session->error().empty()) throw ApiError(500, session->error(), "", "server_error");
+  respond_when_done(res, *session, [&ctx, &request, &session](Delta& all) {
     ojson message = {{"role", "assistant"}, {"content", all.content}};
     if (!all.reasoning.empty()) message["reasoning_content"] = all.reasoning;
     bool called = false;
@@ -182,9 +179,7 @@ class CompletionStream final : public SseFormatter {
     return chunk(d.content, nullptr, lp);
   }
   std::string end(const GenerationSession& s) override {
-    if (!s.error().empty())
-      return sse_data({{"error", {{"message", s.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
-             "data: [DONE]\n\n";
+    if (auto failure = s.failure()) return sse_data(error_body(*failure, ApiStyle::openai)) + "data: [DONE]\n\n";
     std::string out = chunk("", finish_reason_of(s, false), nullptr);
     if (include_usage_) {
       ojson c = base();
@@ -213,15 +208,15 @@ class CompletionStream final : public SseFormatter {
 };
 
 void completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto deadline = request_deadline(ctx);
   const CompletionRequest request = parse_completion_request(parse_body(req.body));
   const std::vector<int32_t> ids =
       request.prompt_ids.empty() ? ctx.tokenizer.encode(request.prompt, /*add_special_tokens=*/true) : request.prompt_ids;
-  auto job = make_job(ctx, ids, request.gen);
+  auto job = make_job(ctx, ids, request.gen, deadline);
   submit_job(ctx, job);
   auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, false, false);
   if (request.gen.stream) return stream_session(res, session, std::make_shared<CompletionStream>(ctx, request));
-  respond_when_done(res, session, ApiStyle::openai, [&ctx, request, session](Delta& all) {
-    if (!session->error().empty()) throw ApiError(500, session->error(), "", "server_error");
+  respond_when_done(res, *session, [&ctx, &request, &session](Delta& all) {
     ojson body = {{"id", random_id("cmpl-")},
                   {"object", "text_completion"},
                   {"created", unix_time()},

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <random>
 
+#include "server/bounded_json.h"
+
 namespace fathom::server {
 
 namespace {
@@ -29,14 +31,36 @@ double number(const ojson& body, const char* name, double lo, double hi, double 
 std::optional<int64_t> integer(const ojson& body, const char* name, int64_t lo, int64_t hi) {
   const ojson* v = field(body, name);
   if (!v) return std::nullopt;
-  if (!v->is_number_integer() && !(v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()))
-    bad(name, std::string("'") + name + "' must be an integer");
-  const double x = v->get<double>();
-  if (x < double(lo) || x > double(hi))
+  const auto out_of_range = [&] {
     bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
                   ", got " + v->dump());
-  return v->is_number_integer() ? (v->is_number_unsigned() ? int64_t(v->get<uint64_t>()) : v->get<int64_t>())
-                                : int64_t(x);
+  };
+  int64_t x = 0;
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (u > uint64_t(INT64_MAX)) out_of_range();
+    x = int64_t(u);
+  } else if (v->is_number_integer()) {
+    x = v->get<int64_t>();
+  } else if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (!std::isfinite(d) || std::floor(d) != d) bad(name, std::string("'") + name + "' must be an integer");
+    // int64 holds [-2^63, 2^63): converting anything outside is undefined.
+    if (d < -0x1p63 || d >= 0x1p63) out_of_range();
+    x = int64_t(d);
+  } else {
+    bad(name, std::string("'") + name + "' must be an integer");
+  }
+  if (x < lo || x > hi) out_of_range();
+  return x;
+}
+
+// A string field that may be absent (then `fallback`); any other type is a 400.
+std::string text_field(const ojson& object, const char* name, const std::string& param, const std::string& fallback = "") {
+  const ojson* v = field(object, name);
+  if (!v) return fallback;
+  if (!v->is_string()) bad(param, param + ": must be a string");
+  return v->get<std::string>();
 }
 
 bool boolean(const ojson& body, const char* name, bool fallback) {
@@ -61,8 +85,12 @@ std::vector<std::string> string_list(const ojson& body, const char* name, size_t
     bad(name, std::string("'") + name + "' must be a string or an array of strings");
   }
   if (out.size() > max_items) bad(name, std::string("'") + name + "' takes at most " + std::to_string(max_items) + " strings");
-  for (const auto& s : out)
+  for (const auto& s : out) {
     if (s.empty()) bad(name, std::string("'") + name + "' strings must not be empty");
+    if (s.size() > limits::kStopStringBytes)
+      bad(name, std::string("'") + name + "' strings may have at most " + std::to_string(limits::kStopStringBytes) +
+                    " bytes");
+  }
   return out;
 }
 
@@ -93,6 +121,8 @@ GenerationFields parse_openai_generation(const ojson& body, bool chat) {
   }
   if (const ojson* bias = field(body, "logit_bias")) {
     if (!bias->is_object()) bad("logit_bias", "'logit_bias' must be an object of token id → bias");
+    if (bias->size() > limits::kLogitBiasEntries)
+      bad("logit_bias", "'logit_bias' may have at most " + std::to_string(limits::kLogitBiasEntries) + " entries");
     for (const auto& [key, value] : bias->items()) {
       size_t used = 0;
       long long id = -1;
@@ -109,13 +139,13 @@ GenerationFields parse_openai_generation(const ojson& body, bool chat) {
   }
   if (chat) {
     if (boolean(body, "logprobs", false))
-      g.top_logprobs = int(integer(body, "top_logprobs", 0, 20).value_or(0));
+      g.top_logprobs = int(integer(body, "top_logprobs", 0, limits::kTopLogprobs).value_or(0));
     else if (field(body, "top_logprobs"))
       bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
-  } else if (auto n = integer(body, "logprobs", 0, 20)) {
+  } else if (auto n = integer(body, "logprobs", 0, limits::kTopLogprobs)) {
     g.top_logprobs = int(*n);
   }
-  g.stop = string_list(body, "stop", 16);
+  g.stop = string_list(body, "stop", limits::kStopStrings);
   g.stream = boolean(body, "stream", false);
   if (const ojson* options = field(body, "stream_options")) {
     if (!options->is_object()) bad("stream_options", "'stream_options' must be an object");
@@ -158,7 +188,7 @@ ojson normalize_tool_calls(const ojson& calls, const std::string& param) {
     if (!fn.contains("name") || !fn["name"].is_string()) bad(param, "each tool call function needs a 'name'");
     // Templates expect arguments as an object (Llama 3.1 applies tojson); OpenAI sends a JSON string.
     if (fn.contains("arguments") && fn["arguments"].is_string()) {
-      auto parsed = ojson::parse(fn["arguments"].get<std::string>(), nullptr, false);
+      auto parsed = parse_json_bounded(fn["arguments"].get<std::string>());
       if (!parsed.is_discarded()) fn["arguments"] = parsed;
     }
     ojson c = call;
@@ -172,6 +202,7 @@ ojson parse_tools(const ojson& body) {
   const ojson* tools = field(body, "tools");
   if (!tools) return nullptr;
   if (!tools->is_array()) bad("tools", "'tools' must be an array");
+  if (tools->size() > limits::kTools) bad("tools", "'tools' may have at most " + std::to_string(limits::kTools) + " tools");
   for (const auto& t : *tools) {
     if (!t.is_object() || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") ||
         !t["function"]["name"].is_string())
@@ -183,13 +214,12 @@ ojson parse_tools(const ojson& body) {
 }  // namespace
 
 ojson parse_body(const std::string& body) {
-  try {
-    ojson j = ojson::parse(body);
-    if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
-    return j;
-  } catch (const nlohmann::json::exception& e) {
-    throw ApiError(400, std::string("malformed JSON in the request body: ") + e.what());
-  }
+  std::string error;
+  ojson j = parse_json_bounded(body, &error,
+                               {limits::kJsonDepth, limits::kJsonObjectKeys, limits::kJsonKeys});
+  if (j.is_discarded()) throw ApiError(400, "malformed JSON in the request body: " + error);
+  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  return j;
 }
 
 ChatRequest parse_chat_request(const ojson& body) {
@@ -197,6 +227,8 @@ ChatRequest parse_chat_request(const ojson& body) {
   const ojson* messages = field(body, "messages");
   if (!messages) bad("messages", "'messages' is required");
   if (!messages->is_array() || messages->empty()) bad("messages", "'messages' must be a non-empty array");
+  if (messages->size() > limits::kMessages)
+    bad("messages", "'messages' may have at most " + std::to_string(limits::kMessages) + " messages");
   r.messages = ojson::array();
   for (size_t i = 0; i < messages->size(); ++i) {
     const ojson& m = (*messages)[i];
@@ -281,6 +313,8 @@ ChatRequest parse_messages_request(const ojson& body) {
   const ojson* messages = field(body, "messages");
   if (!messages) bad("messages", "messages: Field required");
   if (!messages->is_array() || messages->empty()) bad("messages", "messages: must be a non-empty array");
+  if (messages->size() > limits::kMessages)
+    bad("messages", "messages: at most " + std::to_string(limits::kMessages) + " messages");
   for (size_t i = 0; i < messages->size(); ++i) {
     const ojson& m = (*messages)[i];
     const std::string param = "messages." + std::to_string(i);
@@ -304,12 +338,17 @@ ChatRequest parse_messages_request(const ojson& body) {
         if (!b.contains("text") || !b["text"].is_string()) bad(param + ".content", "a text block needs a string 'text'");
         text += b["text"].get<std::string>();
       } else if (type == "tool_use") {
-        tool_calls.push_back({{"id", b.value("id", "")},
+        const ojson* input = field(b, "input");
+        if (input && !input->is_object()) bad(param + ".content", param + ".content: tool_use 'input' must be an object");
+        tool_calls.push_back({{"id", text_field(b, "id", param + ".content.id")},
                               {"type", "function"},
-                              {"function", {{"name", b.value("name", "")}, {"arguments", b.value("input", ojson::object())}}}});
+                              {"function", {{"name", text_field(b, "name", param + ".content.name")},
+                                            {"arguments", input ? *input : ojson::object()}}}});
       } else if (type == "tool_result") {
         const ojson c = b.contains("content") ? b["content"] : ojson("");
-        r.messages.push_back({{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")}, {"content", block_text(c, param + ".content")}});
+        r.messages.push_back({{"role", "tool"},
+                              {"tool_call_id", text_field(b, "tool_use_id", param + ".content.tool_use_id")},
+                              {"content", block_text(c, param + ".content")}});
       } else {
         bad(param + ".content", param + ".content: block type '" + type + "' is not supported (text, tool_use, tool_result)");
       }
@@ -322,17 +361,28 @@ ChatRequest parse_messages_request(const ojson& body) {
   }
   if (const ojson* tools = field(body, "tools")) {
     if (!tools->is_array()) bad("tools", "tools: must be an array");
+    if (tools->size() > limits::kTools) bad("tools", "tools: at most " + std::to_string(limits::kTools) + " tools");
     r.tools = ojson::array();
-    for (const auto& t : *tools) {
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const ojson& t = (*tools)[i];
+      const std::string param = "tools." + std::to_string(i);
       if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) bad("tools", "tools: each tool needs a 'name'");
+      const ojson* schema = field(t, "input_schema");
+      if (schema && !schema->is_object()) bad(param + ".input_schema", param + ".input_schema: must be an object");
       r.tools.push_back({{"type", "function"},
-                         {"function", {{"name", t["name"]}, {"description", t.value("description", "")},
-                                       {"parameters", t.value("input_schema", ojson::object())}}}});
+                         {"function", {{"name", t["name"]}, {"description", text_field(t, "description", param + ".description")},
+                                       {"parameters", schema ? *schema : ojson::object()}}}});
     }
     if (r.tools.empty()) r.tools = nullptr;
   }
-  if (const ojson* tc = field(body, "tool_choice"))
-    if (tc->is_object() && tc->value("type", "") == "none") r.tools = nullptr;
+  if (const ojson* tc = field(body, "tool_choice")) {
+    if (!tc->is_object()) bad("tool_choice", "tool_choice: must be an object");
+    const std::string type = text_field(*tc, "type", "tool_choice.type");
+    if (type != "auto" && type != "any" && type != "tool" && type != "none")
+      bad("tool_choice.type", "tool_choice.type: must be auto, any, tool or none");
+    if (type == "tool") text_field(*tc, "name", "tool_choice.name");
+    if (type == "none") r.tools = nullptr;
+  }
   r.tools_enabled = !r.tools.is_null();
   GenerationFields& g = r.gen;
   const ojson* max_tokens = field(body, "max_tokens");
@@ -342,11 +392,13 @@ ChatRequest parse_messages_request(const ojson& body) {
   g.sampling.top_p = float(number(body, "top_p", 1e-9, 1.0, 1.0));
   g.sampling.top_k = integer(body, "top_k", 0, INT32_MAX).value_or(0);
   g.sampling.seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
-  g.stop = string_list(body, "stop_sequences", 16);
+  g.stop = string_list(body, "stop_sequences", limits::kStopStrings);
   g.stream = boolean(body, "stream", false);
   if (const ojson* thinking = field(body, "thinking")) {
     if (!thinking->is_object()) bad("thinking", "thinking: must be an object");
-    r.chat_template_kwargs["enable_thinking"] = thinking->value("type", "") == "enabled";
+    const std::string type = text_field(*thinking, "type", "thinking.type");
+    if (type != "enabled" && type != "disabled") bad("thinking.type", "thinking.type: must be enabled or disabled");
+    r.chat_template_kwargs["enable_thinking"] = type == "enabled";
   }
   return r;
 }

@@ -17,6 +17,21 @@ namespace fathom::server {
 
 using ojson = nlohmann::ordered_json;
 
+// What one request may hold, besides the body size (--max-body-mib) and the
+// context length (max_tokens is cut to the room left). Each excess is a 400
+// naming the field.
+namespace limits {
+inline constexpr int kJsonDepth = 64;               // arrays and objects nested anywhere in the body
+inline constexpr size_t kJsonObjectKeys = 1024;     // keys in one object (tool schemas included)
+inline constexpr size_t kJsonKeys = 65536;          // keys in the whole body
+inline constexpr size_t kMessages = 4096;
+inline constexpr size_t kTools = 128;
+inline constexpr size_t kStopStrings = 16;
+inline constexpr size_t kStopStringBytes = 1024;
+inline constexpr size_t kLogitBiasEntries = 1000;
+inline constexpr int kTopLogprobs = 20;
+}  // namespace limits
+
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string message, std::string param = {}, std::string type = "invalid_request_error",

@@ -22,12 +22,21 @@ ServerContext::ServerContext(const Model& model, const PrefillPolicy& policy, To
       tool_format(detect_tool_call_format(this->chat_template.source())),
       worker(model, policy, metrics, this->options.max_queued) {}
 
-PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& request) {
+Clock::time_point request_deadline(const ServerContext& ctx) {
+  return Clock::now() + std::chrono::seconds(ctx.options.request_timeout_s);
+}
+
+PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& request, Clock::time_point deadline) {
   std::string rendered;
   try {
+    jinja::RenderOptions options;
+    options.deadline = deadline;
     rendered = ctx.chat_template.render(request.messages, request.tools, /*add_generation_prompt=*/true,
-                                        request.chat_template_kwargs);
+                                        request.chat_template_kwargs, options);
   } catch (const std::exception& e) {
+    if (Clock::now() >= deadline)
+      throw ApiError(504, std::string("the chat template was still rendering at the request's deadline: ") + e.what(),
+                     "messages", "timeout_error", "timeout");
     throw ApiError(400, std::string("the chat template rejected the request: ") + e.what(), "messages");
   }
   PreparedPrompt out;
@@ -36,7 +45,8 @@ PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& 
   return out;
 }
 
-std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& prompt, const GenerationFields& gen) {
+std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& prompt, const GenerationFields& gen,
+                              Clock::time_point deadline) {
   const int64_t n = int64_t(prompt.size());
   if (n == 0) throw ApiError(400, "the prompt is empty", "prompt");
   if (n >= ctx.context_length)
@@ -64,7 +74,7 @@ std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& pr
   spec.logit_bias = gen.logit_bias;
   spec.top_logprobs = gen.top_logprobs;
   spec.stop_ids = ctx.stop_ids;
-  spec.deadline = Clock::now() + std::chrono::seconds(ctx.options.request_timeout_s);
+  spec.deadline = deadline;
   return std::make_shared<Job>(std::move(spec));
 }
 

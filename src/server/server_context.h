@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "server/bounded_http_server.h"
 #include "server/engine_worker.h"
 #include "server/metrics.h"
 #include "server/request_parsing.h"
@@ -26,7 +27,7 @@ struct ServerOptions {
   size_t max_body_bytes = 4u << 20;
   size_t max_queued = 64;
   int request_timeout_s = 600;
-  int http_threads = 128;
+  ConnectionLimits connections;
 };
 
 struct ServerContext {
@@ -50,10 +51,14 @@ struct PreparedPrompt {
   bool starts_in_reasoning = false;
 };
 
-// Renders the chat template and tokenizes (template errors are 400s).
-PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& request);
+// When a request that arrives now must be done (--request-timeout).
+Clock::time_point request_deadline(const ServerContext& ctx);
+// Renders the chat template and tokenizes (template errors are 400s; a
+// template still rendering at the deadline is stopped: 504).
+PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& request, Clock::time_point deadline);
 // Builds the engine job; a prompt that leaves no room in the context is a 400.
-std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& prompt, const GenerationFields& gen);
+std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& prompt, const GenerationFields& gen,
+                              Clock::time_point deadline);
 // Queues the job; a full queue is a 429.
 void submit_job(ServerContext& ctx, const std::shared_ptr<Job>& job);
 

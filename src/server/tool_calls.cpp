@@ -1,5 +1,7 @@
 #include "server/tool_calls.h"
 
+#include "server/bounded_json.h"
+
 namespace fathom::server {
 
 namespace {
@@ -12,7 +14,7 @@ std::string_view trim(std::string_view s) {
 }
 
 // {"name": str, <args_key>: object|string} → a call; anything else → false.
-bool to_call(const nlohmann::json& j, ToolCall& call) {
+bool to_call(const nlohmann::ordered_json& j, ToolCall& call) {
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
   call.name = j["name"].get<std::string>();
   for (const char* key : {"arguments", "parameters"}) {
@@ -43,7 +45,7 @@ ParsedToolCalls parse_qwen(std::string_view text) {
     const std::string_view body = text.substr(begin + open.size(),
                                               (end == std::string_view::npos ? text.size() : end) - begin - open.size());
     ToolCall call;
-    const auto j = nlohmann::json::parse(trim(body), nullptr, /*allow_exceptions=*/false);
+    const auto j = parse_json_bounded(trim(body));
     if (!to_call(j, call)) break;  // malformed: keep the rest as text
     content += text.substr(pos, begin - pos);
     out.calls.push_back(std::move(call));
@@ -89,7 +91,7 @@ ParsedToolCalls parse_llama31(std::string_view text) {
   for (std::string_view part : parts) {
     if (trim(part).empty()) continue;
     ToolCall call;
-    const auto j = nlohmann::json::parse(trim(part), nullptr, /*allow_exceptions=*/false);
+    const auto j = parse_json_bounded(trim(part));
     if (!to_call(j, call)) {
       out.calls.clear();
       out.content = std::string(text);

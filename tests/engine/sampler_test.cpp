@@ -28,6 +28,26 @@ TEST(Sampler, TemperatureZeroAndTopKOneAreGreedy) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(top1.sample(logits, {}), best);
 }
 
+TEST(Sampler, SubnormalAndTinyTemperaturesAreGreedyNotNaN) {
+  // Dividing logits by 1e-40 gives infinities and inf − inf is NaN: the last id used to win.
+  auto rng = fresh_rng();
+  for (float t : {1e-40f, 1e-30f, 1e-6f}) {
+    const auto logits = random_logits(rng, 1000);
+    const int32_t best = argmax(logits);
+    Sampler s({.temperature = t, .top_p = 0.9f, .seed = rng()});
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(s.sample(logits, {}), best) << t;
+  }
+}
+
+TEST(Sampler, AnInfiniteLogitTakesAllTheMass) {
+  auto rng = fresh_rng();
+  auto logits = random_logits(rng, 500);
+  const int32_t winner = int32_t(rng() % 500);
+  logits[size_t(winner)] = INFINITY;
+  Sampler s({.temperature = 0.7f, .seed = rng()});
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(s.sample(logits, {}), winner);
+}
+
 TEST(Sampler, ArgmaxIsTheFirstLargestLogit) {
   auto rng = fresh_rng();
   for (int n : {1, 7, 8, 9, 300, 151936}) {

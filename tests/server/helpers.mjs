@@ -19,7 +19,8 @@ export function tinyModel() {
 
 // Resolves to {url, port, stop(), output()} once the server prints its URL.
 export function startServer(extraArgs = [], env = {}) {
-  const args = ["serve", "--model", tinyModel(), "--port", "0", "--threads", "1", ...extraArgs];
+  const model = extraArgs.includes("--model") ? [] : ["--model", tinyModel()];
+  const args = ["serve", ...model, "--port", "0", "--threads", "1", ...extraArgs];
   const child = spawn(binary, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   return new Promise((resolve, reject) => {

@@ -54,6 +54,19 @@ TEST(RequestParsing, WrongTypesAndRangesNameTheField) {
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})"), "tools");
 }
 
+TEST(RequestParsing, IntegersOutsideInt64AreRefusedNotConverted) {
+  // 2^63 as a float or an unsigned integer used to be converted to int64 (undefined behaviour).
+  for (const char* seed : {"9223372036854775808", "9223372036854775808.0", "1e300", "-1e19", "18446744073709551615"})
+    EXPECT_EQ(param_of(std::string(R"({"messages": [{"role": "user", "content": "x"}], "seed": )") + seed + "}"), "seed")
+        << seed;
+  for (const char* seed : {"9223372036854775807", "-9223372036854775808", "4.0e3"})
+    EXPECT_EQ(param_of(std::string(R"({"messages": [{"role": "user", "content": "x"}], "seed": )") + seed + "}"),
+              "<accepted>")
+        << seed;
+  const auto r = parse_chat_request(parse_body(R"({"messages": [{"role": "user", "content": "x"}], "seed": -9223372036854775808})"));
+  EXPECT_EQ(r.gen.sampling.seed, uint64_t(1) << 63);
+}
+
 TEST(RequestParsing, MalformedJsonAndInvalidUtf8AreApiErrors) {
   EXPECT_THROW(parse_body("{\"messages\": ["), ApiError);
   EXPECT_THROW(parse_body("[1, 2]"), ApiError);
