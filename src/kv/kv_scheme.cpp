@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace fathom {
 namespace {
@@ -89,14 +90,8 @@ KvScheme KvScheme::turbo(int k_bits, int v_bits, std::optional<int64_t> start) {
 
 std::vector<KvConfigEntry> KvScheme::load_kv_config(const std::string& model_dir) {
   const auto path = std::filesystem::path(model_dir) / "kv_config.json";
-  std::ifstream in(path);
-  check(bool(in), "--kv-quant config: no kv_config.json in ", model_dir);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const std::exception& e) {
-    fail(path.string(), ": invalid JSON: ", e.what());
-  }
+  check(std::filesystem::exists(path), "--kv-quant config: no kv_config.json in ", model_dir);
+  const nlohmann::json j = parse_json_bounded(read_file_capped(path), path.string());
   // Either a list of entries or {"layers": [...]}.
   const nlohmann::json& list = j.is_object() && j.contains("layers") ? j["layers"] : j;
   check(list.is_array(), path.string(), ": expected a list of {layer_idx, bits, group_size}");

@@ -31,6 +31,8 @@ PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& 
   try {
     jinja::RenderOptions options;
     options.deadline = deadline;
+    // A client that leaves stops its template too (checked every few thousand steps).
+    options.cancelled = [] { return BoundedHttpServer::client_disconnected(); };
     rendered = ctx.chat_template.render(request.messages, request.tools, /*add_generation_prompt=*/true,
                                         request.chat_template_kwargs, options);
   } catch (const std::exception& e) {

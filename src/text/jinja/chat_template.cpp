@@ -1,10 +1,12 @@
 #include "text/jinja/chat_template.h"
 
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace fathom {
 namespace {
@@ -18,8 +20,10 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 nlohmann::ordered_json read_json(const std::filesystem::path& path) {
+  const std::string text = read_file(path);
+  check_json_depth(text, kMaxJsonDepth, "chat template: " + path.string());
   try {
-    return nlohmann::ordered_json::parse(read_file(path));
+    return nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("chat template: ", path.string(), " is not valid JSON: ", e.what());
   }

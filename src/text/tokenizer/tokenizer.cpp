@@ -1,9 +1,11 @@
 #include "text/tokenizer/tokenizer.h"
 
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "io/json_file.h"
 #include "text/tokenizer/added_tokens.h"
 #include "text/tokenizer/bpe_model.h"
 #include "text/tokenizer/decoders.h"
@@ -45,6 +47,8 @@ struct Tokenizer::Impl {
 namespace {
 
 json parse_json(std::string_view text, const std::string& what) {
+  // Real tokenizer files nest 6 levels; a hostile one must not reach the recursive copies.
+  check_json_depth(text, kMaxJsonDepth, what);
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
