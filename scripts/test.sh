@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # The test command: set up, build, run every test: ctest (C++ unit, parity and CLI
 # tests), then the server's end-to-end tests (node:test with the official OpenAI and
-# Anthropic clients against build/fathom serve). Prints ctest's summary and the node
-# test runner's summary; the last line adds both up in ctest's format.
+# Anthropic clients against build/fathom serve), then the sanitizer runs
+# (scripts/sanitize.sh: ASan + UBSan over all of that plus the fuzz corpora,
+# ThreadSanitizer over the thread pool and the server). Prints each part's
+# summary; the last line adds them all up in ctest's format.
 # Exits non-zero if any test fails.
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh --quick    without the sanitizer runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
 scripts/setup.sh build
 root=$(pwd)
 log=$(mktemp -d)
@@ -19,6 +25,17 @@ echo "server end-to-end tests (tests/server):"
 (cd tests/server && FATHOM_BINARY="$root/build/fathom" node --test --test-concurrency=1 --test-reporter=spec \
   api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs) 2>&1 | tee "$log/node"
 node_rc=${PIPESTATUS[0]}
+sanitize_total=0; sanitize_failed=0
+if [ "$quick" -eq 0 ]; then
+  echo
+  echo "sanitizer runs (scripts/sanitize.sh):"
+  FATHOM_SANITIZE_SUMMARY="$log/sanitize" scripts/sanitize.sh
+  sanitize_rc=$?
+  touch "$log/sanitize"
+  sanitize_total=$(awk '{s += $2} END {print s + 0}' "$log/sanitize")
+  sanitize_failed=$(awk '{s += $3} END {print s + 0}' "$log/sanitize")
+  [ "$sanitize_rc" -ne 0 ] && [ "$sanitize_failed" -eq 0 ] && sanitize_failed=1 && sanitize_total=$((sanitize_total + 1))
+fi
 set -e
 
 ctest_line=$(grep -E '[0-9]+% tests passed' "$log/ctest" | tail -n 1 || true)
@@ -30,11 +47,12 @@ ctest_total=${ctest_total:-0}; ctest_failed=${ctest_failed:-0}; node_total=${nod
 # A runner that died without a summary counts as one failure.
 [ "$ctest_rc" -ne 0 ] && [ "$ctest_failed" -eq 0 ] && ctest_failed=1 && ctest_total=$((ctest_total > 0 ? ctest_total : 1))
 [ "$node_rc" -ne 0 ] && [ "$node_failed" -eq 0 ] && node_failed=1 && node_total=$((node_total > 0 ? node_total : 1))
-total=$((ctest_total + node_total))
-failed=$((ctest_failed + node_failed))
+total=$((ctest_total + node_total + sanitize_total))
+failed=$((ctest_failed + node_failed + sanitize_failed))
 percent=$(( total > 0 ? (100 * (total - failed)) / total : 0 ))
 echo
 echo "ctest: ${ctest_line:-no summary}"
 echo "node e2e: tests $node_total, pass $((node_total - node_failed)), fail $node_failed"
-echo "${percent}% tests passed, ${failed} tests failed out of ${total} (ctest ${ctest_total}, server e2e ${node_total})"
+[ "$quick" -eq 0 ] && echo "sanitizers: $sanitize_total checks, $sanitize_failed failed ($(tr '\n' ';' <"$log/sanitize"))"
+echo "${percent}% tests passed, ${failed} tests failed out of ${total} (ctest ${ctest_total}, server e2e ${node_total}, sanitizers ${sanitize_total})"
 [ "$failed" -eq 0 ]

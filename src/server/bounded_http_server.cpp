@@ -89,15 +89,31 @@ class ConnectionStream final : public httplib::Stream {
     }
     return false;
   }
-  void start_request() { deadline_ = Clock::now() + std::chrono::seconds(limits_.header_timeout_s); }
-  void headers_read() { deadline_ = Clock::now() + std::chrono::seconds(limits_.body_timeout_s); }
+  void start_request() {
+    deadline_ = Clock::now() + std::chrono::seconds(limits_.header_timeout_s);
+    budget_ = limits_.max_header_bytes;
+  }
+  void headers_read() {
+    deadline_ = Clock::now() + std::chrono::seconds(limits_.body_timeout_s);
+    budget_ = limits_.max_body_bytes;
+  }
 
   bool is_readable() const override { return off_ < len_ || wait_for(fd_, POLLIN, deadline_); }
   bool is_writable() const override {
     return wait_for(fd_, POLLOUT, Clock::now() + std::chrono::seconds(limits_.write_timeout_s)) && peer_alive(fd_);
   }
 
+  // Bytes handed to the library count against the phase's budget; past it the
+  // read fails and the request ends in an error that closes the connection.
   ssize_t read(char* ptr, size_t size) override {
+    if (budget_ == 0) return -1;
+    size = std::min(size, budget_);
+    const ssize_t n = read_buffered(ptr, size);
+    if (n > 0) budget_ -= size_t(n);
+    return n;
+  }
+
+  ssize_t read_buffered(char* ptr, size_t size) {
     if (off_ < len_) {
       const size_t n = std::min(size, len_ - off_);
       std::memcpy(ptr, buffer_.data() + off_, n);
@@ -110,7 +126,7 @@ class ConnectionStream final : public httplib::Stream {
     if (n <= 0) return n;
     off_ = 0;
     len_ = size_t(n);
-    return read(ptr, size);
+    return read_buffered(ptr, size);
   }
 
   ssize_t write(const char* ptr, size_t size) override {
@@ -138,6 +154,7 @@ class ConnectionStream final : public httplib::Stream {
   const int fd_;
   const ConnectionLimits& limits_;
   Clock::time_point deadline_ = Clock::now();
+  size_t budget_ = 0;  // bytes the current phase (headers, body) may still read
   std::array<char, 16384> buffer_{};
   size_t off_ = 0, len_ = 0;
 };

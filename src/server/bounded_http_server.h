@@ -6,7 +6,8 @@
 //   instead of waiting unseen in an unbounded queue;
 // - a deadline for the whole request line + headers and another for the body,
 //   so a client that trickles bytes cannot hold a thread (the library only
-//   times single reads out);
+//   times single reads out), and a byte budget for each, so one that floods
+//   cannot fill memory;
 // - an idle limit and a request count per kept-alive connection;
 // - a way for a handler to close its connection after the response (a request
 //   refused before its body was read must not have that body parsed as the
@@ -26,6 +27,10 @@ struct ConnectionLimits {
   int idle_timeout_s = 5;               // between requests on one connection (and before the first)
   int write_timeout_s = 30;             // one blocked write
   int max_requests_per_connection = 1000;
+  size_t max_header_bytes = 64 << 10;   // request line + headers (the library caps single lines only)
+  // Raw body bytes, chunked framing included: the library bounds a
+  // Content-Length body but reads a chunked one without limit.
+  size_t max_body_bytes = 16 << 20;
 };
 
 class ConnectionRefuser;

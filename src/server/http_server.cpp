@@ -49,10 +49,13 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
   // malloc arena of that size: cap the arenas (the connection layer also trims
   // after large requests).
   mallopt(M_ARENA_MAX, 4);
-  BoundedHttpServer http(ctx.options.connections);
   // Bodies up to twice the limit are read and answered with a clean 413 by the
   // routes; beyond that the library refuses them without reading.
-  http.set_payload_max_length(ctx.options.max_body_bytes * 2 + 1024);
+  const size_t payload_max = ctx.options.max_body_bytes * 2 + 1024;
+  ConnectionLimits limits = ctx.options.connections;
+  limits.max_body_bytes = payload_max * 2;  // room for chunked framing
+  BoundedHttpServer http(limits);
+  http.set_payload_max_length(payload_max);
 
   http.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
     if (ctx.options.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;

@@ -191,6 +191,62 @@ test("slow and idle connections cannot starve others; beyond the cap a 503 comes
   assert.ok(status.refused_connections >= 1);
 });
 
+// Writes `piece` over and over until the server closes the connection; resolves to the bytes sent and its reply.
+function flood(port, head, piece, maxBytes) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, "127.0.0.1");
+    let sent = 0, reply = "", done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      s.destroy();
+      resolve({ sent, reply });
+    };
+    s.on("data", (d) => (reply += d));
+    s.on("close", finish);
+    s.on("error", finish);
+    s.on("connect", () => {
+      s.write(head);
+      const pump = () => {
+        while (!done && sent < maxBytes) {
+          sent += piece.length;
+          if (!s.write(piece)) return s.once("drain", pump);
+        }
+        if (sent >= maxBytes) setTimeout(finish, 3000);
+      };
+      pump();
+    });
+  });
+}
+
+test("endless headers or an endless chunked body are cut off, not buffered", { timeout: 60000 }, async () => {
+  const before = server.rss();
+  const headers = await flood(server.port, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", "X-Filler: " + "a".repeat(1000) + "\r\n", 64 << 20);
+  assert.ok(headers.sent < 16 << 20, `the server read ${headers.sent} bytes of headers`);
+  // (The 400 may be lost to the reset that closing with unread input causes.)
+  assert.ok(headers.reply === "" || /^HTTP\/1\.1 4\d\d/.test(headers.reply), headers.reply.slice(0, 40));
+  const chunk = (4096).toString(16) + "\r\n" + "x".repeat(4096) + "\r\n";
+  const head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const body = await flood(server.port, head, chunk, 256 << 20);
+  assert.ok(body.sent < 64 << 20, `the server read ${body.sent} bytes of a chunked body`);
+  assert.ok(body.reply === "" || /^HTTP\/1\.1 4\d\d/.test(body.reply), body.reply.slice(0, 40));
+  assert.ok(server.rss() - before < 64 << 20, "no buffering of the flood");
+  await healthy();
+});
+
+test("large prompts one after another do not grow memory (malloc arenas are capped and trimmed)", { timeout: 120000 }, async () => {
+  const prompt = "lorem ipsum dolor sit amet ".repeat((3.5 * 2 ** 20) / 27);
+  const rss = [];
+  for (let i = 0; i < 8; ++i) {
+    const r = await post(server.url, "/v1/completions", { prompt, max_tokens: 1 });
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error.code, "context_length_exceeded");
+    rss.push(server.rss());
+  }
+  // One request's working memory may stay; twelve of them used to pile up to ~750 MB.
+  assert.ok(rss[7] - rss[1] < 96 << 20, `RSS after each request (MiB): ${rss.map((b) => (b / 2 ** 20).toFixed(0))}`);
+});
+
 test("a request past --request-timeout is a 504 (or an error event), not finish_reason length", { timeout: 60000 }, async () => {
   const s = await startServer(["--request-timeout", "1"]);
   try {

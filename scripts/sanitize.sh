@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The sanitizer runs, with clang:
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer (build-asan): the whole
+#         ctest suite, the server's end-to-end tests against that binary, and
+#         every fuzz target once over its committed corpus (the same build
+#         carries libFuzzer's coverage instrumentation);
+#   tsan  ThreadSanitizer (build-tsan): the thread-pool and server unit tests
+#         and the server's end-to-end tests (many clients, cancellations).
+# Usage: scripts/sanitize.sh [asan] [tsan]   (default: both)
+# Writes one summary line per part to $FATHOM_SANITIZE_SUMMARY (if set) as
+# "<part> <total> <failed>", and exits non-zero if anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(asan tsan)
+
+packages=(clang libclang-rt-14-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+summary=${FATHOM_SANITIZE_SUMMARY:-/dev/null}
+failed_any=0
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+# configure <dir> <sanitizer flags> [cmake args...]
+configure() {
+  local dir=$1 flags=$2
+  shift 2
+  CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \
+    -DCMAKE_CXX_FLAGS="-O1 -g1 -fno-omit-frame-pointer $flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" "$@" >/dev/null
+}
+
+# ctest_part <part> <dir> <ctest args...>: counts ctest's results
+ctest_counts() {
+  local line total failed
+  line=$(grep -E '[0-9]+% tests passed' "$1" | tail -n 1)
+  total=$(sed -nE 's/.* out of ([0-9]+).*/\1/p' <<<"$line")
+  failed=$(sed -nE 's/.* ([0-9]+) tests? failed.*/\1/p' <<<"$line")
+  echo "${total:-0} ${failed:-0}"
+}
+node_counts() {
+  local total failed
+  total=$(sed -nE 's/^ℹ tests ([0-9]+).*/\1/p' "$1" | tail -n 1)
+  failed=$(sed -nE 's/^ℹ fail ([0-9]+).*/\1/p' "$1" | tail -n 1)
+  echo "${total:-0} ${failed:-0}"
+}
+record() {  # record <part> <rc> <total> <failed>
+  local part=$1 rc=$2 total=$3 failed=$4
+  [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1 && total=$((total > 0 ? total : 1))
+  echo "$part $total $failed" >>"$summary"
+  echo "sanitize $part: $((total - failed)) passed, $failed failed"
+  [ "$failed" -eq 0 ] || failed_any=1
+}
+e2e() {  # e2e <binary> <log> <files...>
+  local binary=$1 out=$2
+  shift 2
+  (cd tests/server && FATHOM_BINARY="$binary" node --test --test-concurrency=1 --test-reporter=spec "$@") >"$out" 2>&1
+}
+
+for part in "${parts[@]}"; do
+  case $part in
+    asan)
+      flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+      configure build-asan "$flags -fsanitize=fuzzer-no-link" -DFATHOM_FUZZ=ON || { record asan-build 1 1 1; continue; }
+      if ! ninja -C build-asan >"$log/asan-build" 2>&1; then
+        tail -n 40 "$log/asan-build"
+        record asan-build 1 1 1
+        continue
+      fi
+      export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
+      export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+      (cd build-asan && ctest --output-on-failure -j2 --timeout 900) >"$log/asan-ctest" 2>&1
+      rc=$?
+      grep -E "Failed|\*\*\*|tests passed" "$log/asan-ctest" | tail -n 20
+      read -r total failed < <(ctest_counts "$log/asan-ctest")
+      record asan-ctest $rc "$total" "$failed"
+      e2e "$root/build-asan/fathom" "$log/asan-e2e" api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs
+      rc=$?
+      grep -E "^✖|ERROR: (Address|Undefined)|runtime error" "$log/asan-e2e" | head -n 20
+      read -r total failed < <(node_counts "$log/asan-e2e")
+      record asan-e2e $rc "$total" "$failed"
+      scripts/fuzz.sh --regress --build-dir build-asan >"$log/asan-fuzz" 2>&1
+      rc=$?
+      tail -n 12 "$log/asan-fuzz"
+      line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log/asan-fuzz" | tail -n 1)
+      record asan-fuzz $rc "$(($(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed.*/\1+\2/p' <<<"${line:-0 passed, 0 failed}")))" \
+        "$(sed -nE 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/p' <<<"${line:-0 passed, 0 failed}")"
+      unset ASAN_OPTIONS UBSAN_OPTIONS
+      ;;
+    tsan)
+      configure build-tsan "-fsanitize=thread" -DFATHOM_BUILD_TESTS=ON || { record tsan-build 1 1 1; continue; }
+      if ! ninja -C build-tsan fathom fathom_tests server_tests >"$log/tsan-build" 2>&1; then
+        tail -n 40 "$log/tsan-build"
+        record tsan-build 1 1 1
+        continue
+      fi
+      export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+      (build-tsan/tests/fathom_tests --gtest_filter='ThreadPool*' && build-tsan/server_tests) >"$log/tsan-unit" 2>&1
+      rc=$?
+      passed=$(grep -hE '^\[  PASSED  \] [0-9]+' "$log/tsan-unit" | sed -nE 's/.*\] ([0-9]+).*/\1/p' | awk '{s += $1} END {print s + 0}')
+      grep -E "WARNING: ThreadSanitizer|FAILED" "$log/tsan-unit" | head -n 10
+      record tsan-unit $rc "${passed:-0}" 0
+      e2e "$root/build-tsan/fathom" "$log/tsan-e2e" load.test.mjs hardening.test.mjs
+      rc=$?
+      grep -E "^✖|WARNING: ThreadSanitizer" "$log/tsan-e2e" | head -n 20
+      read -r total failed < <(node_counts "$log/tsan-e2e")
+      record tsan-e2e $rc "$total" "$failed"
+      unset TSAN_OPTIONS
+      ;;
+    *)
+      echo "sanitize: unknown part '$part' (asan, tsan)" >&2
+      exit 2
+      ;;
+  esac
+done
+exit $failed_any
