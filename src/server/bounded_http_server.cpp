@@ -97,6 +97,9 @@ class ConnectionStream final : public httplib::Stream {
     deadline_ = Clock::now() + std::chrono::seconds(limits_.body_timeout_s);
     budget_ = limits_.max_body_bytes;
   }
+  // A body announced too large (or malformed) is not waited for: the library's
+  // 413 then comes at once instead of after skipping what never arrives.
+  void refuse_body() { budget_ = 0; }
 
   bool is_readable() const override { return off_ < len_ || wait_for(fd_, POLLIN, deadline_); }
   bool is_writable() const override {
@@ -348,11 +351,16 @@ bool BoundedHttpServer::process_and_close_socket(int sock) {
     size_t body_bytes = 0;
     ok = process_request(stream, last, closed, [&](httplib::Request& req) {
       stream.headers_read();
-      body_bytes = size_t(std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10));
+      if (!req.has_header("Content-Length")) return;
+      const std::string length = req.get_header_value("Content-Length");
+      const bool digits = !length.empty() && length.size() <= 18 &&
+                          length.find_first_not_of("0123456789") == std::string::npos;
+      body_bytes = digits ? size_t(std::stoull(length)) : SIZE_MAX;
+      if (body_bytes > limits_.max_body_bytes) stream.refuse_body();
     });
     // A large body (and what was built from it) leaves free memory in this
     // thread's arena that glibc would otherwise keep: give it back.
-    if (body_bytes >= (size_t(1) << 20)) malloc_trim(0);
+    if (body_bytes >= (size_t(1) << 20) && body_bytes != SIZE_MAX) malloc_trim(0);
     if (!ok || closed || t_close_after_response) break;
   }
   t_stream = nullptr;

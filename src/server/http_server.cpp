@@ -73,7 +73,7 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
   // Every error closes its connection: the library answers some (413, a broken
   // header) without reading the body, which must not become the next request.
   http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    res.set_header("Connection", "close");
+    if (req.get_header_value("Connection") != "close") res.set_header("Connection", "close");  // else the library says it
     BoundedHttpServer::close_connection_after_response();
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     std::string message = "error";

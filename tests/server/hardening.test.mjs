@@ -231,6 +231,16 @@ test("endless headers or an endless chunked body are cut off, not buffered", { t
   assert.ok(body.sent < 64 << 20, `the server read ${body.sent} bytes of a chunked body`);
   assert.ok(body.reply === "" || /^HTTP\/1\.1 4\d\d/.test(body.reply), body.reply.slice(0, 40));
   assert.ok(server.rss() - before < 64 << 20, "no buffering of the flood");
+  // A body announced too large or malformed is refused at once, not waited for.
+  for (const length of ["-5", "99999999999999999999999", String(100 << 20)]) {
+    const s = await connect(server.port);
+    const got = readAll(s, 5000);
+    const t0 = performance.now();
+    s.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Length: ${length}\r\n\r\n`);
+    const { data, closed } = await got;
+    assert.match(data, /^HTTP\/1\.1 413/, length);
+    assert.ok(closed && performance.now() - t0 < 2000, length);
+  }
   await healthy();
 });
 
