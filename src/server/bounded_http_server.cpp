@@ -109,12 +109,19 @@ class ConnectionStream final : public httplib::Stream {
   // Bytes handed to the library count against the phase's budget; past it the
   // read fails and the request ends in an error that closes the connection.
   ssize_t read(char* ptr, size_t size) override {
-    if (budget_ == 0) return -1;
+    if (budget_ == 0) {
+      cut_off_ = true;
+      return -1;
+    }
     size = std::min(size, budget_);
     const ssize_t n = read_buffered(ptr, size);
     if (n > 0) budget_ -= size_t(n);
+    if (n < 0) cut_off_ = true;
     return n;
   }
+  // A read ran out of time or budget: whatever the library answered, the
+  // connection's byte stream is no longer at a request boundary.
+  bool cut_off() const { return cut_off_; }
 
   ssize_t read_buffered(char* ptr, size_t size) {
     if (off_ < len_) {
@@ -158,6 +165,7 @@ class ConnectionStream final : public httplib::Stream {
   const ConnectionLimits& limits_;
   Clock::time_point deadline_ = Clock::now();
   size_t budget_ = 0;  // bytes the current phase (headers, body) may still read
+  bool cut_off_ = false;
   std::array<char, 16384> buffer_{};
   size_t off_ = 0, len_ = 0;
 };
@@ -361,7 +369,7 @@ bool BoundedHttpServer::process_and_close_socket(int sock) {
     // A large body (and what was built from it) leaves free memory in this
     // thread's arena that glibc would otherwise keep: give it back.
     if (body_bytes >= (size_t(1) << 20) && body_bytes != SIZE_MAX) malloc_trim(0);
-    if (!ok || closed || t_close_after_response) break;
+    if (!ok || closed || t_close_after_response || stream.cut_off()) break;
   }
   t_stream = nullptr;
   ::shutdown(sock, SHUT_RDWR);
