@@ -106,13 +106,13 @@ for t in "${targets[@]}"; do
     line="$t: ${runs:-?} runs in ${seconds} s, ${cov:-cov ?}, corpus $before -> $after"
   fi
   artifacts=$(find "$dir" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
-              -o -name 'oom-*' -o -name 'slow-unit-*' \) ! -name 'slow-unit-*' | head -3 | tr '\n' ' ')
+              -o -name 'oom-*' \) | head -3 | tr '\n' ' ')
   if [ "$status" -eq 0 ] && [ -z "$artifacts" ]; then
     passed=$((passed + 1))
     summary+=("PASS $line")
   else
     failed=$((failed + 1))
-    reason=$(grep -m1 -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|FUZZ_CHECK failed|^==[0-9]+== ?ERROR|fuzz_tokenizer_encode: cannot' "$log" || true)
+    reason=$(grep -m1 -E 'what\(\):|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|FUZZ_CHECK failed|^==[0-9]+== ?ERROR|fuzz_tokenizer_encode: cannot' "$log" || true)
     summary+=("FAIL $line (exit $status) ${reason:0:160} ${artifacts:+artifacts: $artifacts}log: $log")
   fi
   echo "${summary[-1]}"
