@@ -123,6 +123,21 @@ class ConnectionStream final : public httplib::Stream {
   // connection's byte stream is no longer at a request boundary.
   bool cut_off() const { return cut_off_; }
 
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!wait_for(fd_, POLLOUT, Clock::now() + std::chrono::seconds(limits_.write_timeout_s))) return -1;
+    for (;;) {
+      const ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n >= 0 || errno != EINTR) return n;
+    }
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address_of(fd_, true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address_of(fd_, false, ip, port); }
+  int socket() const override { return fd_; }
+
+  bool client_alive() const { return off_ < len_ || peer_alive(fd_); }
+
+ private:
   ssize_t read_buffered(char* ptr, size_t size) {
     if (off_ < len_) {
       const size_t n = std::min(size, len_ - off_);
@@ -139,21 +154,6 @@ class ConnectionStream final : public httplib::Stream {
     return read_buffered(ptr, size);
   }
 
-  ssize_t write(const char* ptr, size_t size) override {
-    if (!wait_for(fd_, POLLOUT, Clock::now() + std::chrono::seconds(limits_.write_timeout_s))) return -1;
-    for (;;) {
-      const ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n >= 0 || errno != EINTR) return n;
-    }
-  }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override { address_of(fd_, true, ip, port); }
-  void get_local_ip_and_port(std::string& ip, int& port) const override { address_of(fd_, false, ip, port); }
-  int socket() const override { return fd_; }
-
-  bool client_alive() const { return off_ < len_ || peer_alive(fd_); }
-
- private:
   ssize_t recv_some(char* ptr, size_t size) {
     for (;;) {
       const ssize_t n = ::recv(fd_, ptr, size, MSG_DONTWAIT);

@@ -6,7 +6,7 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { startServer, tinyModel } from "./helpers.mjs";
+import { checksMemory, startServer, tinyModel } from "./helpers.mjs";
 
 let server;
 before(async () => {
@@ -230,7 +230,7 @@ test("endless headers or an endless chunked body are cut off, not buffered", { t
   const body = await flood(server.port, head, chunk, 256 << 20);
   assert.ok(body.sent < 64 << 20, `the server read ${body.sent} bytes of a chunked body`);
   assert.ok(body.reply === "" || /^HTTP\/1\.1 4\d\d/.test(body.reply), body.reply.slice(0, 40));
-  assert.ok(server.rss() - before < 64 << 20, "no buffering of the flood");
+  if (checksMemory) assert.ok(server.rss() - before < 64 << 20, "no buffering of the flood");
   // A body announced too large or malformed is refused at once, not waited for.
   for (const length of ["-5", "99999999999999999999999", String(100 << 20)]) {
     const s = await connect(server.port);
@@ -254,7 +254,7 @@ test("large prompts one after another do not grow memory (malloc arenas are capp
     rss.push(server.rss());
   }
   // One request's working memory may stay; twelve of them used to pile up to ~750 MB.
-  assert.ok(rss[7] - rss[1] < 96 << 20, `RSS after each request (MiB): ${rss.map((b) => (b / 2 ** 20).toFixed(0))}`);
+  if (checksMemory) assert.ok(rss[7] - rss[1] < 96 << 20, `RSS after each request (MiB): ${rss.map((b) => (b / 2 ** 20).toFixed(0))}`);
 });
 
 test("a request past --request-timeout is a 504 (or an error event), not finish_reason length", { timeout: 60000 }, async () => {
@@ -311,7 +311,7 @@ test("a chat template that loops forever or allocates without bound is a 400, an
     const before = h.rss();
     const r = await post(h.url, "/v1/chat/completions", { messages: hi }, { "content-type": "application/json" });
     assert.equal(r.status, 400);
-    assert.ok(h.rss() - before < 64 << 20, "no huge allocation");
+    if (checksMemory) assert.ok(h.rss() - before < 64 << 20, "no huge allocation");
   } finally {
     await h.stop();
   }

@@ -8,6 +8,10 @@ import path from "node:path";
 const here = path.dirname(new URL(import.meta.url).pathname);
 export const binary = process.env.FATHOM_BINARY ?? path.resolve(here, "../../build/fathom");
 
+// Sanitized binaries (scripts/sanitize.sh sets FATHOM_SANITIZED) keep freed memory
+// in quarantine, so resident-memory checks only hold for the release binary.
+export const checksMemory = !process.env.FATHOM_SANITIZED;
+
 let modelDir;
 export function tinyModel() {
   if (modelDir) return modelDir;

@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
-import { startServer, metric } from "./helpers.mjs";
+import { checksMemory, startServer, metric } from "./helpers.mjs";
 
 let server, openai, anthropic;
 before(async () => {
@@ -91,7 +91,7 @@ test(`${CLIENTS} concurrent streaming clients, ${REQUESTS} requests, some discon
   // margin covers allocator arenas of the HTTP threads, not per-request growth.
   const afterRss = server.rss();
   console.log(`server RSS idle ${(idleRss / 2 ** 20).toFixed(1)} MiB, after load ${(afterRss / 2 ** 20).toFixed(1)} MiB`);
-  assert.ok(afterRss <= idleRss + 48 * 2 ** 20, `RSS grew from ${idleRss} to ${afterRss}`);
+  if (checksMemory) assert.ok(afterRss <= idleRss + 48 * 2 ** 20, `RSS grew from ${idleRss} to ${afterRss}`);
 });
 
 // The cancellation count once it moves past `before`, or after 2 s.

@@ -52,6 +52,17 @@ TEST(TokenizerLimits, AddedTokenIdsAreRangeChecked) {
   }
 }
 
+TEST(TokenizerLimits, TwoAddedTokensCannotShareAnId) {
+  // Found by fuzz_tokenizer: "XY" kept encoding to 5 after "QQ" took id 5 and then moved to 8,
+  // so encode produced an id that names no token.
+  json j = minimal();
+  j["added_tokens"] = json::array({{{"content", "XY"}, {"id", 5}}, {{"content", "QQ"}, {"id", 5}}, {{"content", "QQ"}, {"id", 8}}});
+  EXPECT_ERROR_HAS(error_of(j), "added tokens \"XY\" and \"QQ\" both have id 5");
+  // The same token listed twice under its id is fine.
+  j["added_tokens"] = json::array({{{"content", "XY"}, {"id", 3}}, {{"content", "XY"}, {"id", 3}}});
+  EXPECT_EQ(error_of(j), "");
+}
+
 TEST(TokenizerLimits, VocabIdsAreRangeChecked) {
   for (const json& bad : {json(2147483647), json(-5), json(int64_t(1) << 33), json(2.0), json("0")}) {
     json j = minimal();

@@ -58,6 +58,11 @@ void AddedVocabulary::add(const AddedToken& token, const Normalizer* normalizer)
   if (token.content.empty()) return;  // Hugging Face ignores empty added tokens
   std::string form = token.content;
   if (token.normalized && normalizer) normalizer->normalize(form);
+  // Two contents under one id would leave one of them encoding to an id that
+  // decodes to the other (or to nothing once either is redefined).
+  if (auto same_id = by_id_.find(token.id); same_id != by_id_.end())
+    check(tokens_[same_id->second].content == token.content, "tokenizer.json: added tokens \"",
+          tokens_[same_id->second].content, "\" and \"", token.content, "\" both have id ", token.id);
   if (auto it = by_content_.find(token.content); it != by_content_.end()) {
     const size_t index = it->second;
     if (tokens_[index].special && !token.special) special_contents_.erase(token.content);
