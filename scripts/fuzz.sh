@@ -43,18 +43,8 @@ declare -A dict=([fuzz_jinja]=jinja.dict [fuzz_openai_request]=request.dict [fuz
 
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 if [ "$build" = 1 ]; then
-  packages=(clang libclang-rt-14-dev cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libpcre2-dev
-            libutf8proc-dev libcpp-httplib-dev)
-  missing=()
-  for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    echo "fuzz: installing ${missing[*]}"
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
+  scripts/install_packages.sh clang libclang-rt-14-dev cmake ninja-build pkg-config nlohmann-json3-dev \
+    libcli11-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev
   if [ ! -f "$build_dir/build.ninja" ]; then
     CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DFATHOM_FUZZ=ON -DFATHOM_BUILD_TESTS=OFF >/dev/null

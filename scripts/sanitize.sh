@@ -17,15 +17,7 @@ root=$(pwd)
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(asan tsan)
 
-packages=(clang libclang-rt-14-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+scripts/install_packages.sh clang libclang-rt-14-dev
 
 summary=${FATHOM_SANITIZE_SUMMARY:-/dev/null}
 failed_any=0
@@ -71,6 +63,13 @@ e2e() {  # e2e <binary> <log> <files...>
   (cd tests/server && FATHOM_SANITIZED=1 FATHOM_BINARY="$binary" node --test --test-concurrency=1 --test-reporter=spec "$@") >"$out" 2>&1
 }
 
+build_tsan() {  # build_tsan <target>: false (and a recorded failure) when it does not build
+  configure build-tsan "-fsanitize=thread" && ninja -C build-tsan "$1" >"$log/tsan-build" 2>&1 && return 0
+  tail -n 40 "$log/tsan-build" 2>/dev/null
+  record tsan-build 1 1 1
+  return 1
+}
+
 for part in "${parts[@]}"; do
   case $part in
     asan)
@@ -107,12 +106,7 @@ for part in "${parts[@]}"; do
       ;;
     tsan)
       # The threads that matter and build fast: the thread pool and the connection layer.
-      configure build-tsan "-fsanitize=thread" || { record tsan-build 1 1 1; continue; }
-      if ! ninja -C build-tsan concurrency_tests >"$log/tsan-build" 2>&1; then
-        tail -n 40 "$log/tsan-build"
-        record tsan-build 1 1 1
-        continue
-      fi
+      build_tsan concurrency_tests || continue
       TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
         build-tsan/tests/concurrency_tests --gtest_repeat=3 >"$log/tsan-unit" 2>&1
       rc=$?
@@ -123,12 +117,7 @@ for part in "${parts[@]}"; do
       ;;
     tsan-e2e)
       # The whole server under ThreadSanitizer (a full build: not part of the default run).
-      configure build-tsan "-fsanitize=thread" || { record tsan-build 1 1 1; continue; }
-      if ! ninja -C build-tsan fathom >"$log/tsan-build" 2>&1; then
-        tail -n 40 "$log/tsan-build"
-        record tsan-build 1 1 1
-        continue
-      fi
+      build_tsan fathom || continue
       TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
         e2e "$root/build-tsan/fathom" "$log/tsan-e2e" api.test.mjs load.test.mjs hardening.test.mjs
       rc=$?

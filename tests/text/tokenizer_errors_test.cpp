@@ -9,20 +9,14 @@
 
 #include "core/error.h"
 #include "text/tokenizer/tokenizer.h"
+#include "tokenizer_test_util.h"
 
 namespace fathom {
 namespace {
 
 using nlohmann::json;
 
-json minimal() {
-  return {{"normalizer", nullptr},
-          {"pre_tokenizer", nullptr},
-          {"post_processor", nullptr},
-          {"decoder", nullptr},
-          {"added_tokens", json::array()},
-          {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", json::array({"a b"})}}}};
-}
+json minimal() { return testing::minimal_tokenizer_json(); }
 
 // The message of the error from_json throws, or "" if it throws none.
 std::string error_of_text(const std::string& tokenizer_json, const std::string& config_json = "") {

@@ -19,14 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-json minimal() {
-  return {{"normalizer", nullptr},
-          {"pre_tokenizer", nullptr},
-          {"post_processor", nullptr},
-          {"decoder", nullptr},
-          {"added_tokens", json::array()},
-          {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", json::array({"a b"})}}}};
-}
+json minimal() { return testing::minimal_tokenizer_json(); }
 
 std::string error_of(const json& j) {
   try {

@@ -21,6 +21,17 @@ namespace fathom::testing {
 
 inline const char* const kRealTokenizers[] = {"qwen3", "llama3_1", "gemma3"};
 
+// The smallest valid tokenizer.json: BPE over {a, b, ab}, nothing else; tests edit one part.
+inline nlohmann::json minimal_tokenizer_json() {
+  using nlohmann::json;
+  return {{"normalizer", nullptr},
+          {"pre_tokenizer", nullptr},
+          {"post_processor", nullptr},
+          {"decoder", nullptr},
+          {"added_tokens", json::array()},
+          {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", json::array({"a b"})}}}};
+}
+
 inline std::string tokenizer_dir(const std::string& name) {
   return (std::filesystem::path(FATHOM_TOKENIZER_CACHE_DIR) / name).string();
 }
