@@ -36,7 +36,7 @@ configure() {
     -DCMAKE_EXE_LINKER_FLAGS="$flags" "$@" >/dev/null
 }
 
-# ctest_part <part> <dir> <ctest args...>: counts ctest's results
+# ctest_counts <log>, node_counts <log>: "total failed" from a runner's summary
 ctest_counts() {
   local line total failed
   line=$(grep -E '[0-9]+% tests passed' "$1" | tail -n 1)

@@ -42,11 +42,12 @@ inline void check_json_depth(std::string_view text, int max_depth, const std::st
 }
 
 // Parses text after check_json_depth; nlohmann's errors become fathom::Error naming `what`.
-inline nlohmann::json parse_json_bounded(std::string_view text, const std::string& what,
-                                         int max_depth = kMaxJsonDepth) {
+// Json: nlohmann::json, or nlohmann::ordered_json where key order must survive.
+template <typename Json = nlohmann::json>
+Json parse_json_bounded(std::string_view text, const std::string& what, int max_depth = kMaxJsonDepth) {
   check_json_depth(text, max_depth, what);
   try {
-    return nlohmann::json::parse(text.begin(), text.end());
+    return Json::parse(text.begin(), text.end());
   } catch (const std::exception& e) {
     fail(what, ": invalid JSON: ", e.what());
   }

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>

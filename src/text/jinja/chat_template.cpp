@@ -20,13 +20,7 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 nlohmann::ordered_json read_json(const std::filesystem::path& path) {
-  const std::string text = read_file(path);
-  check_json_depth(text, kMaxJsonDepth, "chat template: " + path.string());
-  try {
-    return nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("chat template: ", path.string(), " is not valid JSON: ", e.what());
-  }
+  return parse_json_bounded<nlohmann::ordered_json>(read_file(path), "chat template: " + path.string());
 }
 
 // A chat_template entry: a string, or [{"name": ..., "template": ...}] where "default" is used.

@@ -1,6 +1,5 @@
 #include "text/tokenizer/tokenizer.h"
 
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -45,16 +44,6 @@ struct Tokenizer::Impl {
 };
 
 namespace {
-
-json parse_json(std::string_view text, const std::string& what) {
-  // Real tokenizer files nest 6 levels; a hostile one must not reach the recursive copies.
-  check_json_depth(text, kMaxJsonDepth, what);
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    fail(what, ": invalid JSON: ", e.what());
-  }
-}
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -104,9 +93,9 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
 }
 
 Tokenizer Tokenizer::build(std::string_view tokenizer_json, std::string_view config_json) {
-  const json j = parse_json(tokenizer_json, "tokenizer.json");
+  const json j = parse_json_bounded(tokenizer_json, "tokenizer.json");
   check(j.is_object(), "tokenizer.json: expected a JSON object");
-  const json config_j = config_json.empty() ? json() : parse_json(config_json, "tokenizer_config.json");
+  const json config_j = config_json.empty() ? json() : parse_json_bounded(config_json, "tokenizer_config.json");
   const tok::TokenizerConfig config = tok::parse_tokenizer_config(config_j);
 
   auto impl = std::make_shared<Impl>();
