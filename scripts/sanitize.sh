@@ -107,10 +107,11 @@ for part in "${parts[@]}"; do
     tsan)
       # The threads that matter and build fast: the thread pool and the connection layer.
       build_tsan concurrency_tests || continue
-      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp \
         build-tsan/tests/concurrency_tests --gtest_repeat=3 >"$log/tsan-unit" 2>&1
       rc=$?
-      grep -E "WARNING: ThreadSanitizer|FAILED" "$log/tsan-unit" | head -n 10
+      grep -E -A 24 "WARNING: ThreadSanitizer" "$log/tsan-unit" | head -n 60
+      grep -E "FAILED" "$log/tsan-unit" | head -n 10
       passed=$(grep -cE '^\[       OK \]' "$log/tsan-unit")
       failed=$(grep -cE '^\[  FAILED  \] [A-Za-z]+\.' "$log/tsan-unit")
       record tsan-unit $rc "$((passed + failed))" "$failed"
@@ -118,7 +119,7 @@ for part in "${parts[@]}"; do
     tsan-e2e)
       # The whole server under ThreadSanitizer (a full build: not part of the default run).
       build_tsan fathom || continue
-      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp \
         e2e "$root/build-tsan/fathom" "$log/tsan-e2e" api.test.mjs load.test.mjs hardening.test.mjs
       rc=$?
       grep -E "^✖|WARNING: ThreadSanitizer" "$log/tsan-e2e" | head -n 20
