@@ -1,7 +1,5 @@
 // fathom bench --model DIR --prompt-tokens 512 --gen-tokens 128 [--threads N]
 // Prefill and decode are timed separately; with --repeat the medians are reported.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "core/error.h"
+#include "core/process_memory.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "engine/sampler.h"
@@ -21,12 +20,6 @@ namespace {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return int64_t(usage.ru_maxrss) * 1024;
 }
 
 }  // namespace
@@ -48,13 +41,14 @@ Command add_bench_command(CLI::App& app) {
     check(o->prompt_tokens > 0, "--prompt-tokens must be positive, got ", o->prompt_tokens);
     check(o->gen_tokens > 0, "--gen-tokens must be positive, got ", o->gen_tokens);
     check(o->repeat > 0, "--repeat must be positive, got ", o->repeat);
+    const MemoryContract contract = o->model.memory_contract();
+    const auto policy = o->model.prefill_policy(contract);
     auto model = o->model.load();
     const auto& config = model->config();
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int32_t> pick(0, int32_t(config.vocab_size - 1));
     std::vector<int32_t> prompt(static_cast<size_t>(o->prompt_tokens));
     for (auto& id : prompt) id = pick(rng);
-    const auto policy = o->model.prefill_policy();
 
     using clock = std::chrono::steady_clock;
     std::vector<double> prefill_tps, decode_tps;
@@ -62,7 +56,7 @@ Command add_bench_command(CLI::App& app) {
     for (int r = 0; r < o->repeat; ++r) {
       auto state = model->new_state(o->prompt_tokens + o->gen_tokens);
       const auto t0 = clock::now();
-      Tensor logits = prefill(*model, *state, prompt, policy, false);
+      Tensor logits = prefill(*model, *state, prompt, *policy, false);
       const auto t1 = clock::now();
       int32_t next = argmax({logits.data<float>(), size_t(config.vocab_size)});
       for (int64_t i = 0; i < o->gen_tokens; ++i) {
@@ -82,13 +76,14 @@ Command add_bench_command(CLI::App& app) {
         {"threads", ThreadPool::global().size()},
         {"prompt_tokens", o->prompt_tokens},
         {"gen_tokens", o->gen_tokens},
+        {"prefill_chunk", policy->chunk_size(o->prompt_tokens, o->prompt_tokens + o->gen_tokens)},
         {"repeat", o->repeat},
         {"prefill_tok_s", median(prefill_tps)},
         {"decode_tok_s", median(decode_tps)},
         {"weight_bytes", model->weight_bytes()},
         {"kv_scheme", model->kv_scheme().cache_key()},
         {"kv_bytes", kv_bytes},
-        {"peak_rss_bytes", peak_rss_bytes()},
+        {"peak_rss_bytes", peak_resident_bytes()},
     };
     std::printf("%s\n", out.dump(2).c_str());
     return 0;

@@ -60,6 +60,8 @@ Command add_generate_command(CLI::App& app) {
                                                nlohmann::ordered_json::object());
       request.prompt = tokenizer->encode(rendered, /*add_special_tokens=*/false);
     }
+    const MemoryContract contract = o->model.memory_contract();
+    const auto policy = o->model.prefill_policy(contract);
     auto model = o->model.load();
     request.max_new_tokens = o->max_new_tokens;
     request.sampling = o->sampling;
@@ -79,7 +81,7 @@ Command add_generate_command(CLI::App& app) {
       text += step.emit;
       return !step.stopped;
     };
-    const GenerationResult result = generate(*model, o->model.prefill_policy(), request, on_token);
+    const GenerationResult result = generate(*model, *policy, request, on_token);
     if (detokenizer) {
       const auto step = stops.push(detokenizer->flush());
       text += step.emit;

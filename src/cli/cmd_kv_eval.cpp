@@ -89,7 +89,8 @@ Command add_kv_eval_command(CLI::App& app) {
     for (auto& m : models) states.push_back(m->new_state(o->tokens));
     std::vector<std::vector<double>> kls(models.size());
     std::vector<int64_t> agree(models.size(), 0);
-    const int64_t chunk = o->model.prefill_policy().chunk_size(o->tokens);
+    const MemoryContract contract = o->model.memory_contract();
+    const int64_t chunk = o->model.prefill_policy(contract)->chunk_size(o->tokens, o->tokens);
     const int64_t vocab = config.vocab_size;
     for (int64_t begin = 0; begin < o->tokens; begin += chunk) {
       const int64_t end = std::min(o->tokens, begin + chunk);

@@ -19,10 +19,12 @@ Command add_logits_command(CLI::App& app) {
     check(!ids_text->empty(), "--prompt-ids is required");
     check(!out_path->empty(), "--out is required");
     const std::vector<int32_t> ids = parse_id_list(*ids_text, "--prompt-ids");
+    const MemoryContract contract = model->memory_contract();
+    const auto policy = model->prefill_policy(contract);
     auto m = model->load();
     validate_token_ids(ids, m->config().vocab_size);
     auto state = m->new_state(int64_t(ids.size()));
-    Tensor logits = prefill(*m, *state, ids, model->prefill_policy(), /*all_logits=*/true);
+    Tensor logits = prefill(*m, *state, ids, *policy, /*all_logits=*/true);
     write_npy_f32(*out_path, logits.data<float>(), logits.shape());
     return 0;
   };

@@ -12,27 +12,16 @@
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "core/byte_size.h"
 #include "core/error.h"
+#include "core/process_memory.h"
+#include "engine/admission.h"
 #include "io/generation_config.h"
 #include "server/http_server.h"
 
 namespace fathom::cli {
 
 namespace {
-
-int64_t resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
-  return 0;
-}
-
-std::string gib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1ll << 30));
-  return buf;
-}
 
 // Loads the model; on a terminal, shows the time spent so far while it loads.
 std::unique_ptr<Model> load_with_progress(const ModelOptions& options) {
@@ -116,21 +105,51 @@ Command add_serve_command(CLI::App& app) {
       auto name = std::filesystem::weakly_canonical(dir).filename().string();
       o->server.served_model_name = name.empty() ? "model" : name;
     }
+    // The contract first: a budget that cannot hold the weights is refused
+    // before anything is loaded.
+    const MemoryContract contract = o->model.memory_contract();
+    const int64_t budget = o->model.budget_bytes();
+    const int64_t predicted_fixed = contract.weights_bytes() + MemoryContract::runtime_bytes();
+    check(predicted_fixed < budget, "serve: the weights (", contract.weights_bytes(), " bytes) and the runtime (",
+          MemoryContract::runtime_bytes(), " bytes) do not fit the memory budget of ", budget, " bytes");
     Tokenizer tokenizer = Tokenizer::load(o->model.model_dir);
     ChatTemplate chat_template = ChatTemplate::from_model_dir(o->model.model_dir);
     auto model = load_with_progress(o->model);
+    // What the server holds beyond the engine's contract (the tokenizer, the
+    // chat template, HTTP threads) is measured now and charged as fixed.
+    const int64_t overhead = std::max<int64_t>(0, resident_bytes() - predicted_fixed);
+    MemoryAdmission admission(contract, budget, predicted_fixed + overhead, o->model.prefill_chunk);
+    const int64_t window = o->server.context_length > 0 ? o->server.context_length
+                                                         : model->config().max_position_embeddings;
+    const int64_t fitting = admission.longest_sequence(window);
+    check(fitting > 0, "serve: the memory budget of ", budget, " bytes leaves no room for a sequence beside the ",
+          admission.fixed(), " bytes the model and the server hold");
+    if (o->server.context_length > 0 && fitting < o->server.context_length)
+      fail("serve: --ctx-size ", o->server.context_length, " does not fit the memory budget of ", budget,
+           " bytes: a sequence of ", o->server.context_length, " tokens needs ",
+           admission.sequence_bytes(o->server.context_length), " bytes beside the ", admission.fixed(),
+           " bytes the model and the server hold; at most ", fitting, " tokens fit");
     std::vector<int64_t> stop_ids = load_generation_config(o->model.model_dir).eos_token_ids;
     for (int64_t id : model->config().eos_token_ids) stop_ids.push_back(id);
     for (int32_t id : tokenizer.eos_ids()) stop_ids.push_back(id);
-    const auto policy = o->model.prefill_policy();
-    server::ServerContext ctx(*model, policy, std::move(tokenizer), std::move(chat_template), stop_ids, o->server);
+    const auto policy = o->model.prefill_policy(contract);
+    server::ServerContext ctx(*model, *policy, admission, std::move(tokenizer), std::move(chat_template), stop_ids,
+                              o->server);
     server::run_http_server(ctx, [&](int port) {
       std::printf("fathom serve: model %s (%s, %s compute, %s)\n", ctx.options.served_model_name.c_str(),
                   o->model.model_dir.c_str(), model->compute_dtype() == ComputeDType::bf16 ? "bf16" : "f32",
                   model->backend_name().c_str());
-      std::printf("  context length %lld tokens; weights %s; resident memory %s; KV %s per token\n",
-                  (long long)ctx.context_length, gib(model->weight_bytes()).c_str(), gib(resident_bytes()).c_str(),
+      std::printf("  context length %lld tokens%s; weights %s; resident memory %s; KV %s per token\n",
+                  (long long)ctx.context_length,
+                  ctx.context_length < ctx.window
+                      ? (" (the longest that fits the memory budget of " + format_bytes(budget) + "; the model allows " +
+                         std::to_string(ctx.window) + ")").c_str()
+                      : "",
+                  format_bytes(model->weight_bytes()).c_str(), format_bytes(resident_bytes()).c_str(),
                   std::to_string(model->kv_bytes_at(1)).append(" bytes").c_str());
+      std::printf("  memory budget %s (%s); the model and the server hold %s\n", format_bytes(budget).c_str(),
+                  o->model.memory_budget.empty() ? "90% of MemAvailable" : "--memory-budget",
+                  format_bytes(admission.fixed()).c_str());
       std::printf("  listening on http://%s:%d  (OpenAI: /v1/chat/completions /v1/completions /v1/models; "
                   "Anthropic: /v1/messages; /health /metrics)%s\n",
                   ctx.options.host.c_str(), port, ctx.options.api_key.empty() ? "" : "; API key required");

@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/byte_size.h"
 #include "core/error.h"
+#include "engine/memory_budget.h"
 #include "core/thread_pool.h"
 #include "io/model_config.h"
 
@@ -14,7 +16,10 @@ void ModelOptions::add_to(CLI::App& app) {
   app.add_option("--model", model_dir, "Hugging Face model folder")->required();
   app.add_option("--dtype", dtype, "compute dtype: auto, f32 or bf16")->capture_default_str();
   app.add_option("--threads", threads, "worker threads (0: all cores)")->capture_default_str();
-  app.add_option("--prefill-chunk", prefill_chunk, "tokens per prefill chunk")->capture_default_str();
+  app.add_option("--prefill-chunk", prefill_chunk,
+                 "tokens per prefill chunk (default: the largest up to 512 that the memory budget allows)");
+  app.add_option("--memory-budget", memory_budget,
+                 "memory the process may use, e.g. 12GiB, 800MB, 1.5GB (default: 90% of MemAvailable)");
   app.add_option("--kv-quant", kv_quant, "KV cache: off, 2, 3, 4, 6, 8 (affine bits) or config (kv_config.json)")
       ->capture_default_str();
   app.add_option("--kv-group-size", kv_group_size, "affine KV group size along head_dim: 32, 64 or 128 (default 64)");
@@ -42,20 +47,40 @@ bool ModelOptions::maybe_describe_kv() const {
   return true;
 }
 
-std::unique_ptr<Model> ModelOptions::load() const {
+ComputeDType ModelOptions::compute_dtype() const {
+  if (dtype != "auto") return parse_compute_dtype(dtype);
+  const ModelConfig config = load_model_config(model_dir);
+  const bool half = config.weights_dtype == "bfloat16" || config.weights_dtype == "float16";
+  return half ? ComputeDType::bf16 : ComputeDType::f32;
+}
+
+int ModelOptions::thread_count() const {
   check(threads >= 0, "--threads must be >= 0, got ", threads);
-  check(prefill_chunk > 0, "--prefill-chunk must be positive, got ", prefill_chunk);
-  ThreadPool::set_global_threads(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency())));
+  return threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int64_t ModelOptions::budget_bytes() const {
+  return memory_budget.empty() ? default_memory_budget() : parse_byte_size(memory_budget, "--memory-budget");
+}
+
+MemoryContract ModelOptions::memory_contract() const {
+  return MemoryContract::for_model_dir(model_dir, compute_dtype(), kv_scheme(), thread_count(),
+                                       weights_in_ram ? WeightResidence::ram : WeightResidence::mapped);
+}
+
+std::unique_ptr<PrefillPolicy> ModelOptions::prefill_policy(const MemoryContract& contract) const {
+  check(prefill_chunk >= 0, "--prefill-chunk must be positive, got ", prefill_chunk);
+  if (prefill_chunk > 0) return std::make_unique<FixedPrefillPolicy>(prefill_chunk);
+  return std::make_unique<BudgetPrefillPolicy>(contract, budget_bytes());
+}
+
+std::unique_ptr<Model> ModelOptions::load() const {
+  check(prefill_chunk >= 0, "--prefill-chunk must be positive, got ", prefill_chunk);
+  ThreadPool::set_global_threads(thread_count());
   LoadOptions options;
   options.kv_scheme = kv_scheme();
   options.weight_residence = weights_in_ram ? WeightResidence::ram : WeightResidence::mapped;
-  if (dtype == "auto") {
-    const ModelConfig config = load_model_config(model_dir);
-    const bool half = config.weights_dtype == "bfloat16" || config.weights_dtype == "float16";
-    options.dtype = half ? ComputeDType::bf16 : ComputeDType::f32;
-  } else {
-    options.dtype = parse_compute_dtype(dtype);
-  }
+  options.dtype = compute_dtype();
   return load_model(model_dir, options);
 }
 

@@ -15,7 +15,8 @@ struct ModelOptions {
   std::string model_dir;
   std::string dtype = "auto";  // auto: bf16 for bf16/f16 checkpoints, else f32
   int threads = 0;             // 0: every hardware thread
-  int64_t prefill_chunk = FixedPrefillPolicy::kDefaultChunk;
+  int64_t prefill_chunk = 0;    // 0: the memory budget's policy picks; N > 0 forces N
+  std::string memory_budget;    // --memory-budget SIZE; empty: a fraction of MemAvailable
   // KV-cache scheme flags.
   std::string kv_quant = "off";
   std::optional<int> kv_group_size;
@@ -29,9 +30,20 @@ struct ModelOptions {
   // With --describe-kv: prints the scheme's cache key and per-layer storage
   // as JSON and returns true (the command then stops).
   bool maybe_describe_kv() const;
+  // --dtype, with auto resolved from config.json.
+  ComputeDType compute_dtype() const;
+  // --threads, with 0 resolved to every hardware thread.
+  int thread_count() const;
+  // --memory-budget in bytes, or the default fraction of MemAvailable.
+  int64_t budget_bytes() const;
+  // The memory contract of this model, dtype, KV scheme and thread count,
+  // from config.json and the safetensors headers (no tensor data is read).
+  MemoryContract memory_contract() const;
+  // --prefill-chunk when given, else the budget's policy over `contract`
+  // (which must outlive the policy).
+  std::unique_ptr<PrefillPolicy> prefill_policy(const MemoryContract& contract) const;
   // Sets up the thread pool and loads the model.
   std::unique_ptr<Model> load() const;
-  FixedPrefillPolicy prefill_policy() const { return FixedPrefillPolicy(prefill_chunk); }
 };
 
 // "5,17,42" → {5, 17, 42}; throws naming the bad element.

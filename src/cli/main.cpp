@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   add("serve", "serve the model over HTTP (OpenAI and Anthropic APIs)", fathom::cli::add_serve_command);
   add("logits", "write the logits after every prompt position to a .npy file", fathom::cli::add_logits_command);
   add("generate", "generate tokens and print them as JSON", fathom::cli::add_generate_command);
+  add("fit", "say whether a model, context, KV scheme and sequences fit in memory, and where the bytes go",
+      fathom::cli::add_fit_command);
   add("bench", "measure prefill and decode speed", fathom::cli::add_bench_command);
   add("kv-eval", "measure KV-cache schemes against bf16 KV (KL divergence, top-1 agreement, bytes)",
       fathom::cli::add_kv_eval_command);

@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -9,6 +11,15 @@
 namespace fathom {
 namespace {
 std::atomic<int64_t> cpu_allocated{0};
+std::atomic<int64_t> cpu_allocated_peak{0};
+std::atomic<int64_t> cpu_reserved{0};
+
+void count_allocation(int64_t bytes) {
+  const int64_t now = cpu_allocated += bytes;
+  int64_t peak = cpu_allocated_peak.load(std::memory_order_relaxed);
+  while (now > peak && !cpu_allocated_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
 
 int64_t count_elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -21,6 +32,9 @@ int64_t count_elements(const std::vector<int64_t>& shape) {
 }  // namespace
 
 int64_t allocated_bytes(Device) { return cpu_allocated.load(); }
+int64_t allocated_peak_bytes(Device) { return cpu_allocated_peak.load(); }
+void reset_allocation_peak(Device) { cpu_allocated_peak = cpu_allocated.load(); }
+int64_t reserved_bytes(Device) { return cpu_reserved.load(); }
 
 int64_t Tensor::numel() const { return count_elements(shape_); }
 
@@ -32,11 +46,31 @@ Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype) {
   const size_t rounded = (bytes + 63) / 64 * 64;
   void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
   if (rounded && !p) throw std::bad_alloc();
-  cpu_allocated += int64_t(rounded);
+  count_allocation(int64_t(rounded));
   t.data_ = p;
   t.owner_ = std::shared_ptr<const void>(p, [rounded](const void* q) {
     std::free(const_cast<void*>(q));
     cpu_allocated -= int64_t(rounded);
+  });
+  return t;
+}
+
+Tensor Tensor::reserve(std::vector<int64_t> shape, DType dtype) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  const size_t bytes = t.nbytes();
+  if (bytes == 0) return t;
+  // MAP_NORESERVE: the capacity is not charged against overcommit accounting;
+  // the memory contract, not the kernel, decides what fits.
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  ::madvise(p, bytes, MADV_NOHUGEPAGE);
+  cpu_reserved += int64_t(bytes);
+  t.data_ = p;
+  t.owner_ = std::shared_ptr<const void>(p, [bytes](const void* q) {
+    ::munmap(const_cast<void*>(q), bytes);
+    cpu_reserved -= int64_t(bytes);
   });
   return t;
 }

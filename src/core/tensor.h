@@ -20,6 +20,13 @@ class Tensor {
 
   // Fresh, uninitialized, 64-byte aligned storage counted in allocated_bytes().
   static Tensor empty(std::vector<int64_t> shape, DType dtype);
+  // Storage for something that fills from the front and may never fill (a KV
+  // cache at its capacity): address space is reserved here and the kernel
+  // commits each page when it is first written, so resident memory grows with
+  // what is stored, not with the capacity. Small pages (no transparent huge
+  // pages), so a cache that holds a few rows does not commit 2 MiB per head.
+  // Counted in reserved_bytes(), not allocated_bytes().
+  static Tensor reserve(std::vector<int64_t> shape, DType dtype);
   // A view of memory someone else owns; `owner` keeps it alive.
   static Tensor borrow(void* data, std::vector<int64_t> shape, DType dtype,
                        std::shared_ptr<const void> owner);
@@ -52,5 +59,11 @@ class Tensor {
 
 // Bytes currently held by Tensor::empty allocations on a device (the memory contract).
 int64_t allocated_bytes(Device device);
+// The most allocated_bytes() has been since the last reset_allocation_peak():
+// what a step's working memory really reached (tests hold the contract to it).
+int64_t allocated_peak_bytes(Device device);
+void reset_allocation_peak(Device device);
+// Address space currently reserved by Tensor::reserve.
+int64_t reserved_bytes(Device device);
 
 }  // namespace fathom

@@ -17,7 +17,7 @@ Tensor prefill(const Model& model, SequenceState& state, const std::vector<int32
                const PrefillPolicy& policy, bool all_logits) {
   validate_token_ids(prompt, model.config().vocab_size);
   const int64_t total = int64_t(prompt.size());
-  const int64_t chunk = policy.chunk_size(total);
+  const int64_t chunk = policy.chunk_size(total, state.capacity);
   const int64_t vocab = model.config().vocab_size;
   Tensor out = Tensor::empty({all_logits ? total : 1, vocab}, DType::f32);
   for (int64_t begin = 0; begin < total; begin += chunk) {

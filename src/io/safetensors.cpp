@@ -206,20 +206,30 @@ WeightStore WeightStore::open_file(const std::string& path, WeightResidence resi
   return store;
 }
 
-WeightStore WeightStore::open_folder(const std::string& dir, WeightResidence residence) {
+namespace {
+
+// The safetensors files of a model folder and, for a sharded one, which file
+// the index says holds each tensor.
+struct FolderFiles {
+  std::vector<std::string> paths;
+  std::vector<std::pair<std::string, int>> listed;  // tensor name, index into paths
+  std::string index_path;
+};
+
+FolderFiles folder_files(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;  // the non-throwing overloads: a permission error is a fathom::Error too
   check(fs::is_directory(dir, ec), "model folder not found: ", dir);
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   const fs::path single = fs::path(dir) / "model.safetensors";
-  WeightStore store;
-  store.residence_ = residence;
+  FolderFiles out;
   if (!fs::exists(index, ec)) {
     check(fs::exists(single, ec), "no model.safetensors or model.safetensors.index.json in ", dir);
-    store.add_file(single.string());
-    return store;
+    out.paths.push_back(single.string());
+    return out;
   }
-  const std::string what = "safetensors index " + index.string();
+  out.index_path = index.string();
+  const std::string what = "safetensors index " + out.index_path;
   const nlohmann::json j = parse_json_bounded(read_file_capped(index), what);
   check(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), what, ": no weight_map object");
   const nlohmann::json& weight_map = j["weight_map"];
@@ -232,30 +242,80 @@ WeightStore WeightStore::open_folder(const std::string& dir, WeightResidence res
     // could open any file the server can read.
     check(is_plain_shard_name(shard), what, ": weight_map entry \"", name, "\" names shard \"", shard,
           "\", which is not a plain file name inside the model folder");
-    if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+    auto at = std::find(shards.begin(), shards.end(), shard);
+    if (at == shards.end()) at = shards.insert(at, shard);
+    out.listed.emplace_back(name, int(at - shards.begin()));
   }
-  for (const auto& s : shards) store.add_file((fs::path(dir) / s).string());
-  for (const auto& [name, file] : weight_map.items()) {
-    const std::string shard = file.get<std::string>();
-    const auto at = std::find(shards.begin(), shards.end(), shard) - shards.begin();
-    auto it = store.tensors_.find(name);
-    check(it != store.tensors_.end() && it->second.file == int(at), what, ": tensor \"", name,
-          "\" is listed in ", shard, " but that shard does not hold it");
+  for (const auto& s : shards) out.paths.push_back((fs::path(dir) / s).string());
+  return out;
+}
+
+// Every tensor the index lists is in the shard it names.
+void check_index(const FolderFiles& files, const std::map<std::string, StoredTensor>& tensors) {
+  for (const auto& [name, file] : files.listed) {
+    auto it = tensors.find(name);
+    check(it != tensors.end() && it->second.file == file, "safetensors index ", files.index_path, ": tensor \"",
+          name, "\" is listed in ", files.paths[size_t(file)], " but that shard does not hold it");
   }
+}
+
+void add_tensors(std::map<std::string, StoredTensor>& all, std::map<std::string, StoredTensor> tensors, int file,
+                 const std::vector<std::string>& paths) {
+  for (auto& [name, t] : tensors) {
+    auto existing = all.find(name);
+    check(existing == all.end(), "safetensors ", paths[size_t(file)], ": tensor \"", name, "\" is also in ",
+          existing == all.end() ? std::string() : paths[size_t(existing->second.file)]);
+    t.file = file;
+    all.emplace(name, std::move(t));
+  }
+}
+
+// One file's header, read without touching (or needing) its tensor data.
+std::map<std::string, StoredTensor> read_header_only(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(bool(in), "safetensors: cannot open ", path);
+  char prefix[8];
+  in.read(prefix, 8);
+  check(in.gcount() == 8, "safetensors ", path, ": truncated (no header)");
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, prefix, 8);
+  check(header_len <= kMaxSafetensorsHeaderBytes, "safetensors ", path, ": header of ", header_len,
+        " bytes is larger than the ", kMaxSafetensorsHeaderBytes, " allowed");
+  std::string head(8 + size_t(header_len), '\0');
+  std::memcpy(head.data(), prefix, 8);
+  in.read(head.data() + 8, std::streamsize(header_len));
+  check(uint64_t(in.gcount()) == header_len, "safetensors ", path, ": truncated (header of ", header_len,
+        " bytes, only ", in.gcount(), " present)");
+  // The data may be missing: offsets are checked against each other, not the file.
+  return parse_safetensors_header(head, std::numeric_limits<uint64_t>::max() / 4, path);
+}
+
+}  // namespace
+
+WeightStore WeightStore::open_folder(const std::string& dir, WeightResidence residence) {
+  const FolderFiles files = folder_files(dir);
+  WeightStore store;
+  store.residence_ = residence;
+  for (const auto& path : files.paths) store.add_file(path);
+  check_index(files, store.tensors_);
   return store;
+}
+
+std::map<std::string, StoredTensor> read_safetensors_headers(const std::string& dir) {
+  const FolderFiles files = folder_files(dir);
+  std::map<std::string, StoredTensor> all;
+  for (size_t i = 0; i < files.paths.size(); ++i) add_tensors(all, read_header_only(files.paths[i]), int(i), files.paths);
+  check_index(files, all);
+  return all;
 }
 
 void WeightStore::add_file(const std::string& path) {
   auto file = std::make_shared<MappedFile>(path, residence_);
-  auto tensors = parse_safetensors_header(std::string_view(file->data(), file->size()), file->size(), path);
-  const int file_index = int(files_.size());
-  for (auto& [name, t] : tensors) {
-    auto existing = tensors_.find(name);
-    check(existing == tensors_.end(), "safetensors ", path, ": tensor \"", name, "\" is also in ",
-          existing == tensors_.end() ? std::string() : files_[size_t(existing->second.file)]->path());
-    t.file = file_index;
-    tensors_.emplace(name, std::move(t));
-  }
+  std::vector<std::string> paths;
+  for (const auto& f : files_) paths.push_back(f->path());
+  paths.push_back(path);
+  add_tensors(tensors_, parse_safetensors_header(std::string_view(file->data(), file->size()), file->size(), path),
+              int(files_.size()), paths);
   files_.push_back(std::move(file));
 }
 

@@ -55,6 +55,12 @@ class WeightStore {
   std::map<std::string, StoredTensor> tensors_;
 };
 
+// The tensors of a model folder (model.safetensors or the shards of its index)
+// from the headers alone: no tensor data is mapped or read, so a folder whose
+// data is truncated or still downloading can be measured. Same checks and
+// errors as WeightStore::open_folder for everything a header holds.
+std::map<std::string, StoredTensor> read_safetensors_headers(const std::string& dir);
+
 // Writes tensors (f32/bf16/f16) to a .safetensors file; used by tests and tools.
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
 

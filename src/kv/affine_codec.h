@@ -9,11 +9,15 @@
 
 namespace fathom {
 
+// 32-bit words holding `count` codes of `bits` bits, packed without gaps
+// (rounded up: 16 three-bit codes take 48 bits, so two words).
+inline int64_t packed_code_words(int64_t count, int bits) { return (count * bits + 31) / 32; }
+
 struct AffineLayout {
   int bits = 4;
   int group_size = 64;
   int64_t dim = 0;
-  int64_t words() const { return dim * bits / 32; }  // per row
+  int64_t words() const { return packed_code_words(dim, bits); }  // per row
   int64_t groups() const { return dim / group_size; }
 };
 

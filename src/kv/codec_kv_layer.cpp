@@ -131,15 +131,15 @@ class CodecKvLayer final : public KvLayer {
   CodedPlane make_plane(int bits) const {
     CodedPlane plane;
     plane.bits = bits;
-    plane.words = head_dim_ * bits / 32;
-    plane.codes = Tensor::empty({kv_heads_, capacity_, plane.words}, DType::i32);
+    plane.words = packed_code_words(head_dim_, bits);
+    plane.codes = Tensor::reserve({kv_heads_, capacity_, plane.words}, DType::i32);
     if (codec_.kind == LayerCodec::Kind::affine) {
       plane.params = head_dim_ / codec_.group_size;
-      plane.scales = Tensor::empty({kv_heads_, capacity_, plane.params}, DType::bf16);
-      plane.biases = Tensor::empty({kv_heads_, capacity_, plane.params}, DType::bf16);
+      plane.scales = Tensor::reserve({kv_heads_, capacity_, plane.params}, DType::bf16);
+      plane.biases = Tensor::reserve({kv_heads_, capacity_, plane.params}, DType::bf16);
     } else {
       plane.params = 1;
-      plane.scales = Tensor::empty({kv_heads_, capacity_}, DType::f32);
+      plane.scales = Tensor::reserve({kv_heads_, capacity_}, DType::f32);
     }
     return plane;
   }

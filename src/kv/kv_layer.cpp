@@ -11,8 +11,9 @@ PlainKvLayer::PlainKvLayer(int64_t kv_heads, int64_t head_dim, int64_t capacity,
   check(dtype == DType::f32 || dtype == DType::bf16, "kv cache: storage dtype ", dtype_name(dtype),
         " is not supported (f32, bf16)");
   check(capacity > 0, "kv cache: capacity must be positive, got ", capacity);
-  k_ = Tensor::empty({kv_heads, capacity, head_dim}, dtype);
-  v_ = Tensor::empty({kv_heads, capacity, head_dim}, dtype);
+  // Reserved, not allocated: pages are committed as rows are appended.
+  k_ = Tensor::reserve({kv_heads, capacity, head_dim}, dtype);
+  v_ = Tensor::reserve({kv_heads, capacity, head_dim}, dtype);
 }
 
 void PlainKvLayer::append(const Tensor& k, const Tensor& v) {

@@ -36,7 +36,7 @@ class KvLayer {
 };
 
 // Plain storage in f32 or bf16, [kv_heads, capacity, head_dim] for K and V,
-// allocated once at the sequence's capacity.
+// reserved once at the sequence's capacity and committed as rows arrive.
 class PlainKvLayer final : public KvLayer {
  public:
   PlainKvLayer(int64_t kv_heads, int64_t head_dim, int64_t capacity, DType dtype);

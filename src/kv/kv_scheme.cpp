@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "kv/affine_codec.h"
 
 namespace fathom {
 namespace {
@@ -44,9 +45,9 @@ int64_t LayerCodec::bytes_per_head_token(int64_t head_dim, int64_t plain_bytes) 
   switch (kind) {
     case Kind::plain: return 2 * head_dim * plain_bytes;
     case Kind::affine:  // packed codes + a bf16 scale and bias per group, for K and V
-      return 2 * (head_dim * bits / 8 + (head_dim / group_size) * 2 * 2);
+      return 2 * (packed_code_words(head_dim, bits) * 4 + (head_dim / group_size) * 2 * 2);
     case Kind::turbo:  // packed codes + an f32 norm, K and V at their own bits
-      return head_dim * k_bits / 8 + 4 + head_dim * v_bits / 8 + 4;
+      return packed_code_words(head_dim, k_bits) * 4 + 4 + packed_code_words(head_dim, v_bits) * 4 + 4;
   }
   return 0;
 }

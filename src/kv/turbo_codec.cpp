@@ -95,7 +95,7 @@ void turbo_quantize_row(const float* rotated, int64_t dim, const LloydMaxCodeboo
   double ss = 0.0;
   for (int64_t i = 0; i < dim; ++i) ss += double(rotated[i]) * rotated[i];
   *norm = float(std::sqrt(ss));
-  std::memset(codes, 0, size_t(dim * book.bits / 32) * 4);
+  std::memset(codes, 0, size_t(packed_code_words(dim, book.bits)) * 4);
   // Coordinates of a rotated unit vector are ≈ N(0, 1/d): scale to unit variance.
   const float to_unit = *norm > 0.0f ? std::sqrt(float(dim)) / *norm : 0.0f;
   for (int64_t i = 0; i < dim; ++i) pack_code(codes, book.bits, i, book.encode(rotated[i] * to_unit));

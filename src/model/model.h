@@ -92,5 +92,7 @@ class Model {
 // model_type. An unknown model_type is an error listing the supported ones.
 std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOptions& options);
 std::vector<std::string> supported_model_types();
+// Throws naming the supported types when `model_type` is not one of them.
+void require_supported_model_type(const std::string& model_type);
 
 }  // namespace fathom

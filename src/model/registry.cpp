@@ -35,14 +35,21 @@ std::vector<std::string> supported_model_types() {
   return out;
 }
 
+void require_supported_model_type(const std::string& model_type) {
+  for (const auto& a : kArchitectures)
+    if (model_type == a.model_type) return;
+  std::string list;
+  for (const auto& t : supported_model_types()) list += (list.empty() ? "" : ", ") + t;
+  fail("unsupported architecture: model_type \"", model_type, "\" (supported: ", list, ")");
+}
+
 std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOptions& options) {
   ModelConfig config = load_model_config(model_dir);
+  require_supported_model_type(config.model_type);
   for (const auto& a : kArchitectures)
     if (config.model_type == a.model_type)
       return a.factory(std::move(config), WeightStore::open_folder(model_dir, options.weight_residence), options);
-  std::string list;
-  for (const auto& t : supported_model_types()) list += (list.empty() ? "" : ", ") + t;
-  fail("unsupported architecture: model_type \"", config.model_type, "\" (supported: ", list, ")");
+  return nullptr;  // unreachable: require_supported_model_type threw
 }
 
 }  // namespace fathom

@@ -48,8 +48,14 @@ void Job::finish(std::string finish_reason, std::string error) {
   ready_.notify_all();
 }
 
-EngineWorker::EngineWorker(const Model& model, const PrefillPolicy& policy, Metrics& metrics, size_t max_queued)
-    : model_(model), policy_(policy), metrics_(metrics), max_queued_(max_queued), thread_([this] { loop(); }) {}
+EngineWorker::EngineWorker(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission,
+                           Metrics& metrics, size_t max_queued)
+    : model_(model),
+      policy_(policy),
+      admission_(admission),
+      metrics_(metrics),
+      max_queued_(max_queued),
+      thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() {
   {
@@ -94,6 +100,14 @@ void EngineWorker::loop() {
       ++metrics_.cancelled;
       continue;
     }
+    // One sequence runs at a time, so a job that fits alone (make_job checked)
+    // always fits here; running several at once (continuous batching) is
+    // where a job will wait for memory to free.
+    const int64_t bytes = admission_.sequence_bytes(job_tokens(job->spec));
+    if (!admission_.try_admit(bytes)) {
+      job->finish("error", "the request does not fit the memory budget beside the running work");
+      continue;
+    }
     ++metrics_.running;
     try {
       run(*job);
@@ -102,6 +116,7 @@ void EngineWorker::loop() {
     } catch (const std::exception& e) {
       job->finish("error", e.what());
     }
+    admission_.release(bytes);
     metrics_.kv_bytes_in_use = 0;
     --metrics_.running;
   }
@@ -132,7 +147,7 @@ void EngineWorker::run(Job& job) {
   const JobSpec& spec = job.spec;
   const int64_t vocab = model_.config().vocab_size;
   validate_token_ids(spec.prompt, vocab);
-  auto state = model_.new_state(int64_t(spec.prompt.size()) + std::max<int64_t>(spec.max_tokens, 1));
+  auto state = model_.new_state(job_tokens(spec));
   Sampler sampler(spec.sampling);
   std::vector<int32_t> history = spec.prompt;
   std::unordered_map<int32_t, int> output_counts;

@@ -3,6 +3,7 @@
 // time. HTTP threads submit a Job (native structs only) and read its token
 // events; setting Job::cancelled (client gone, stop string, timeout) makes the
 // engine drop the job's sequence state at its next token.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/admission.h"
 #include "engine/prefill_policy.h"
 #include "engine/sampler.h"
 #include "model/model.h"
@@ -36,6 +38,11 @@ struct JobSpec {
   std::vector<int64_t> stop_ids;
   Clock::time_point deadline = Clock::time_point::max();
 };
+
+// The most tokens a job's sequence can hold: its prompt and every token it may generate.
+inline int64_t job_tokens(const JobSpec& spec) {
+  return int64_t(spec.prompt.size()) + std::max<int64_t>(spec.max_tokens, 1);
+}
 
 struct TokenEvent {
   int32_t id = 0;
@@ -70,7 +77,10 @@ class Job {
 
 class EngineWorker {
  public:
-  EngineWorker(const Model& model, const PrefillPolicy& policy, Metrics& metrics, size_t max_queued);
+  // Jobs start only once `admission` has charged their memory (make_job
+  // refused those that could not fit even alone).
+  EngineWorker(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission, Metrics& metrics,
+               size_t max_queued);
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -85,6 +95,7 @@ class EngineWorker {
 
   const Model& model_;
   const PrefillPolicy& policy_;
+  MemoryAdmission& admission_;
   Metrics& metrics_;
   const size_t max_queued_;
   mutable std::mutex mutex_;

@@ -1,3 +1,5 @@
+#include "core/process_memory.h"
+#include "core/tensor.h"
 #include "server/http_server.h"
 
 #include <httplib.h>
@@ -96,7 +98,13 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
   });
   http.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     ctx.metrics.count_request("/metrics", 200);
-    res.set_content(ctx.metrics.render(), "text/plain; version=0.0.4");
+    Metrics::MemoryReading memory;
+    memory.budget = ctx.admission.budget();
+    memory.predicted = ctx.admission.fixed() + ctx.admission.admitted();
+    memory.resident = resident_bytes();
+    memory.tensors = allocated_bytes(Device::cpu);
+    memory.reserved = reserved_bytes(Device::cpu);
+    res.set_content(ctx.metrics.render(memory), "text/plain; version=0.0.4");
   });
   add_openai_routes(http, ctx);
   add_anthropic_routes(http, ctx);

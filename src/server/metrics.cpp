@@ -46,7 +46,7 @@ void Metrics::count_request(const std::string& route, int status) {
   ++requests_[{route, status}];
 }
 
-std::string Metrics::render() const {
+std::string Metrics::render(const MemoryReading& memory) const {
   std::string out;
   out += "# HELP fathom_requests_total HTTP requests by route and status.\n# TYPE fathom_requests_total counter\n";
   {
@@ -66,6 +66,13 @@ std::string Metrics::render() const {
   scalar("fathom_queue_depth", "gauge", "Requests waiting for the engine.", queue_depth.load());
   scalar("fathom_requests_running", "gauge", "Requests the engine is running.", running.load());
   scalar("fathom_kv_cache_bytes_in_use", "gauge", "KV-cache bytes held by running sequences.", kv_bytes_in_use.load());
+  scalar("fathom_memory_budget_bytes", "gauge", "The memory budget admission holds the server to.", memory.budget);
+  scalar("fathom_memory_predicted_bytes", "gauge",
+         "Bytes the memory contract predicts for the model and the admitted requests.", memory.predicted);
+  scalar("fathom_memory_resident_bytes", "gauge", "Resident memory of the process (VmRSS).", memory.resident);
+  scalar("fathom_memory_tensor_bytes", "gauge", "Bytes held by tensor allocations.", memory.tensors);
+  scalar("fathom_memory_kv_reserved_bytes", "gauge",
+         "Address space reserved for KV caches; pages are committed as rows are written.", memory.reserved);
   auto histogram = [&](const char* name, const char* help, const Histogram& h) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
     h.render(name, out);

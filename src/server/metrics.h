@@ -38,7 +38,15 @@ class Metrics {
   Histogram inter_token_latency;
   Histogram request_duration;
 
-  std::string render() const;
+  // The memory contract's side of /metrics, read when the page is rendered.
+  struct MemoryReading {
+    int64_t budget = 0;     // --memory-budget
+    int64_t predicted = 0;  // the contract's bytes for the model and the admitted work
+    int64_t resident = 0;   // the process's resident set, as the kernel counts it
+    int64_t tensors = 0;    // bytes held by tensor allocations (weights copies, activations, scratch)
+    int64_t reserved = 0;   // address space reserved for KV caches (committed only as written)
+  };
+  std::string render(const MemoryReading& memory) const;
 
  private:
   mutable std::mutex mutex_;

@@ -8,19 +8,22 @@
 
 namespace fathom::server {
 
-ServerContext::ServerContext(const Model& model, const PrefillPolicy& policy, Tokenizer tokenizer,
-                             ChatTemplate chat_template, std::vector<int64_t> stop_ids, ServerOptions options)
+ServerContext::ServerContext(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission,
+                             Tokenizer tokenizer, ChatTemplate chat_template, std::vector<int64_t> stop_ids,
+                             ServerOptions options)
     : model(model),
+      admission(admission),
       tokenizer(std::move(tokenizer)),
       chat_template(std::move(chat_template)),
       stop_ids(std::move(stop_ids)),
       options(std::move(options)),
-      context_length(this->options.context_length > 0
-                         ? std::min<int64_t>(this->options.context_length, model.config().max_position_embeddings)
-                         : model.config().max_position_embeddings),
+      window(this->options.context_length > 0
+                 ? std::min<int64_t>(this->options.context_length, model.config().max_position_embeddings)
+                 : model.config().max_position_embeddings),
+      context_length(admission.longest_sequence(window)),
       has_thinking(template_has_thinking(this->chat_template.source())),
       tool_format(detect_tool_call_format(this->chat_template.source())),
-      worker(model, policy, metrics, this->options.max_queued) {}
+      worker(model, policy, admission, metrics, this->options.max_queued) {}
 
 Clock::time_point request_deadline(const ServerContext& ctx) {
   return Clock::now() + std::chrono::seconds(ctx.options.request_timeout_s);
@@ -51,9 +54,9 @@ std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& pr
                               Clock::time_point deadline) {
   const int64_t n = int64_t(prompt.size());
   if (n == 0) throw ApiError(400, "the prompt is empty", "prompt");
-  if (n >= ctx.context_length)
+  if (n >= ctx.window)
     throw ApiError(400,
-                   "This model's maximum context length is " + std::to_string(ctx.context_length) +
+                   "This model's maximum context length is " + std::to_string(ctx.window) +
                        " tokens, but the prompt has " + std::to_string(n) + " tokens.",
                    "messages", "invalid_request_error", "context_length_exceeded");
   const int64_t vocab = ctx.model.config().vocab_size;
@@ -63,8 +66,21 @@ std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& pr
     if (id >= vocab) throw ApiError(400, "logit_bias token id " + std::to_string(id) + " is out of range", "logit_bias");
   JobSpec spec;
   spec.prompt = prompt;
-  const int64_t room = ctx.context_length - n;
-  spec.max_tokens = std::min(gen.max_tokens.value_or(room), room);
+  // Without max_tokens a request may use what the memory allows; a max_tokens
+  // beyond the window is cut to it, as before; one beyond the memory is refused.
+  const int64_t room = std::min(ctx.window, std::max(ctx.context_length, n + 1)) - n;
+  spec.max_tokens = std::min(gen.max_tokens.value_or(room), ctx.window - n);
+  const int64_t tokens = job_tokens(spec);
+  if (!ctx.admission.fits_alone(tokens))
+    throw ApiError(400,
+                   "This request needs " + std::to_string(ctx.admission.sequence_bytes(tokens)) + " bytes of memory (" +
+                       std::to_string(n) + " prompt tokens + " + std::to_string(spec.max_tokens) +
+                       " to generate) beside the " + std::to_string(ctx.admission.fixed()) +
+                       " bytes the model holds, but the memory budget is " + std::to_string(ctx.admission.budget()) +
+                       " bytes: at most " + std::to_string(ctx.context_length) +
+                       " tokens (prompt + max_tokens) fit. Shorten the prompt or lower max_tokens.",
+                   gen.max_tokens && n < ctx.context_length ? "max_tokens" : "messages", "invalid_request_error",
+                   "memory_budget_exceeded");
   spec.sampling = gen.sampling;
   try {
     spec.sampling.validate();

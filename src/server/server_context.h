@@ -23,7 +23,7 @@ struct ServerOptions {
   int port = 8080;
   std::string api_key;                // empty: no authentication
   std::string served_model_name;      // default: the model folder's name
-  int64_t context_length = 0;         // 0: the model's max_position_embeddings
+  int64_t context_length = 0;         // --ctx-size; 0: the model's max_position_embeddings
   size_t max_body_bytes = 4u << 20;
   size_t max_queued = 64;
   int request_timeout_s = 600;
@@ -31,14 +31,19 @@ struct ServerOptions {
 };
 
 struct ServerContext {
-  ServerContext(const Model& model, const PrefillPolicy& policy, Tokenizer tokenizer, ChatTemplate chat_template,
-                std::vector<int64_t> stop_ids, ServerOptions options);
+  ServerContext(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission, Tokenizer tokenizer,
+                ChatTemplate chat_template, std::vector<int64_t> stop_ids, ServerOptions options);
 
   const Model& model;
+  MemoryAdmission& admission;
   const Tokenizer tokenizer;
   const ChatTemplate chat_template;
   const std::vector<int64_t> stop_ids;  // eos ids of the model, generation config and tokenizer
   const ServerOptions options;
+  // Positions a request may use: --ctx-size or the model's maximum.
+  const int64_t window;
+  // Tokens (prompt + max_tokens) one request may reach: the window, or less
+  // when the memory budget allows less.
   const int64_t context_length;
   const bool has_thinking;
   const ToolCallFormat tool_format;
@@ -56,7 +61,9 @@ Clock::time_point request_deadline(const ServerContext& ctx);
 // Renders the chat template and tokenizes (template errors are 400s; a
 // template still rendering at the deadline is stopped: 504).
 PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& request, Clock::time_point deadline);
-// Builds the engine job; a prompt that leaves no room in the context is a 400.
+// Builds the engine job. A prompt that leaves no room in the window is a 400
+// (context_length_exceeded); one whose prompt + max_tokens cannot fit the
+// memory budget even alone is a 400 (memory_budget_exceeded) with the numbers.
 std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& prompt, const GenerationFields& gen,
                               Clock::time_point deadline);
 // Queues the job; a full queue is a 429.

@@ -33,15 +33,15 @@ class CpuBackend final : public Backend {
       // Round x to bf16 once. Kernels without a bf16 dot product multiply
       // the rounded values widened back to f32, which gives the same products.
       const int64_t n = base.M * base.K;
-      rounded_bf16_.resize(size_t(n));
-      if (!kernels_.bf16_dot) rounded_.resize(size_t(n));
+      bf16_t* rounded_bf16 = grow(rounded_bf16_, n, DType::bf16).data<bf16_t>();
+      float* rounded = kernels_.bf16_dot ? nullptr : grow(rounded_, n, DType::f32).data<float>();
       small_parallel_for(n, 64, [&](int64_t i0, int64_t i1) {
-        kernels_.to_bf16(base.x + i0, i1 - i0, rounded_bf16_.data() + i0);
-        if (!kernels_.bf16_dot)
-          for (int64_t i = i0; i < i1; ++i) rounded_[i] = bf16_to_f32(rounded_bf16_[i]);
+        kernels_.to_bf16(base.x + i0, i1 - i0, rounded_bf16 + i0);
+        if (rounded)
+          for (int64_t i = i0; i < i1; ++i) rounded[i] = bf16_to_f32(rounded_bf16[i]);
       });
-      base.xb = rounded_bf16_.data();
-      if (!kernels_.bf16_dot) base.x = rounded_.data();
+      base.xb = rounded_bf16;
+      if (rounded) base.x = rounded;
     }
     // The outputs side by side: one split of their total N across threads.
     std::vector<cpu::MatmulArgs> args;
@@ -112,7 +112,7 @@ class CpuBackend final : public Backend {
     const int64_t t = q.dim(0), heads = q.dim(1);
     const int threads = pool_.size();
     scratch_.resize(size_t(threads));
-    for (auto& s : scratch_) s.resize(size_t(cpu::attention_scratch_floats(kv, heads, t)));
+    for (auto& s : scratch_) grow(s, cpu::attention_scratch_floats(kv, heads, t), DType::f32);
     const int64_t rows = cpu::attention_tile_rows(heads, kv.kv_heads);
     const int64_t row_blocks = (t + rows - 1) / rows;
     const int64_t tiles = row_blocks * kv.kv_heads;
@@ -122,7 +122,7 @@ class CpuBackend final : public Backend {
       for (int64_t i = thread; i < tiles; i += count) {
         const int64_t block = i / kv.kv_heads, g = i % kv.kv_heads;
         const int64_t t0 = block * rows, t1 = std::min(t, t0 + rows);
-        cpu::attention_tile(kernels_, q.data<float>(), heads, kv, p, g, t0, t1, scratch_[thread].data(), out.data<float>());
+        cpu::attention_tile(kernels_, q.data<float>(), heads, kv, p, g, t0, t1, scratch_[thread].data<float>(), out.data<float>());
       }
     });
   }
@@ -137,12 +137,20 @@ class CpuBackend final : public Backend {
     else pool_.parallel_for(n, align, fn);
   }
 
+  // Scratch that only grows, as counted tensors: the largest step's inputs
+  // rounded to bf16 and each thread's attention tile (its scores grow with the
+  // context) stay allocated between steps, and the memory contract bills them.
+  static Tensor& grow(Tensor& t, int64_t n, DType dtype) {
+    if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, dtype);
+    return t;
+  }
+
   ThreadPool& pool_;
   cpu::Isa isa_;
   cpu::Kernels kernels_;
-  std::vector<float> rounded_;
-  std::vector<bf16_t> rounded_bf16_;
-  std::vector<std::vector<float>> scratch_;
+  Tensor rounded_;
+  Tensor rounded_bf16_;
+  std::vector<Tensor> scratch_;
 };
 
 }  // namespace

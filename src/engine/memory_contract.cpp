@@ -1,0 +1,207 @@
+#include "engine/memory_contract.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/model.h"
+
+namespace fathom {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Matrices the loader keeps in f32 whatever the compute dtype (WeightLoader::f32_matrix):
+// routers and the small Gated DeltaNet projections, where bf16 rounding flips decisions.
+bool kept_in_f32(const std::string& name) {
+  for (const char* suffix : {".mlp.gate.weight", ".shared_expert_gate.weight", ".in_proj_ba.weight",
+                             ".in_proj_b.weight", ".in_proj_a.weight", ".router.proj.weight"})
+    if (ends_with(name, suffix)) return true;
+  return false;
+}
+
+int64_t numel(const StoredTensor& t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+MemoryContract::MemoryContract(Inputs inputs) : in_(std::move(inputs)) {
+  check(in_.threads > 0, "memory contract: threads must be positive, got ", in_.threads);
+  check(in_.sliding_step > 0, "memory contract: sliding step must be positive, got ", in_.sliding_step);
+  require_supported_model_type(in_.config.model_type);
+  in_.kv_scheme.validate_for(in_.config);
+}
+
+MemoryContract MemoryContract::for_model_dir(const std::string& dir, ComputeDType dtype, const KvScheme& scheme,
+                                             int threads, WeightResidence residence) {
+  Inputs in;
+  in.config = load_model_config(dir);
+  require_supported_model_type(in.config.model_type);  // before the weights: the clearer error
+  in.tensors = read_safetensors_headers(dir);
+  in.dtype = dtype;
+  in.kv_scheme = scheme;
+  in.threads = threads;
+  in.residence = residence;
+  return MemoryContract(std::move(in));
+}
+
+int64_t MemoryContract::weights_bytes() const {
+  int64_t stored = 0, copies = 0;
+  std::map<int, int64_t> file_bytes;
+  const ModelConfig& c = in_.config;
+  for (const auto& [name, t] : in_.tensors) {
+    stored += int64_t(t.nbytes);
+    file_bytes[t.file] += int64_t(t.nbytes);
+    const int64_t n = numel(t);
+    const bool f32 = t.dtype == "F32";
+    if (t.shape.size() <= 1) {
+      // Norm weights and biases: an f32 copy, also when stored in f32
+      // (Gemma and Qwen3-Next store w and scale by 1 + w); Gated DeltaNet
+      // keeps -exp(A_log) beside A_log.
+      copies += n * 4 * (ends_with(name, ".A_log") ? 2 : 1);
+    } else if (ends_with(name, ".conv1d.weight")) {
+      copies += n * 4;  // Gated DeltaNet's conv weights: always an f32 copy
+    } else if (kept_in_f32(name)) {
+      if (!f32) copies += n * 4;
+    } else if (name.find("embed_tokens") != std::string::npos &&
+               !(c.tie_word_embeddings && name.find("per_layer") == std::string::npos)) {
+      // Embedding tables are read as stored (the gather widens any dtype).
+    } else if (in_.dtype == ComputeDType::bf16) {
+      if (t.dtype != "BF16") copies += n * 2;
+    } else if (t.dtype == "F16") {
+      copies += n * 4;  // f32 compute widens f16 once; bf16 and f32 stay
+    }
+  }
+  if (in_.residence == WeightResidence::ram) {
+    // Each file is copied whole into 2 MiB pages.
+    constexpr int64_t kHuge = int64_t(2) << 20;
+    stored = 0;
+    for (const auto& [_, bytes] : file_bytes) stored += (bytes + kHuge - 1) / kHuge * kHuge;
+  }
+  return stored + copies;
+}
+
+int64_t MemoryContract::kv_bytes(int64_t tokens, int64_t chunk) const {
+  check(tokens >= 0 && chunk > 0, "memory contract: kv bytes for ", tokens, " tokens in chunks of ", chunk);
+  const ModelConfig& c = in_.config;
+  const int64_t plain = in_.dtype == ComputeDType::f32 ? 4 : 2;
+  const KvScheme& scheme = in_.kv_scheme;
+  const int64_t final_bytes = scheme.bytes_at(c, tokens, plain, in_.sliding_step);
+  const int64_t start = scheme.quantized_kv_start();
+  if (start <= 0 || tokens < start || scheme.kind() == KvScheme::Kind::bf16) return final_bytes;
+  // The cache converts at the first step boundary at or past the start.
+  const int64_t n = std::min(tokens, start + effective_chunk(chunk) - 1);
+  int64_t largest_layer = 0, widest_row = 0;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (!c.owns_kv(i)) continue;
+    const LayerCodec codec = scheme.codec_for_layer(c, i);
+    if (codec.kind == LayerCodec::Kind::plain) continue;
+    const int64_t rows = kv_layer_rows(c, i, n, in_.sliding_step);
+    largest_layer = std::max(largest_layer, c.kv_heads_of(i) * rows * codec.bytes_per_head_token(c.head_dim_of(i)));
+    widest_row = std::max(widest_row, rows * c.head_dim_of(i) * 4);
+  }
+  const int64_t converting = KvScheme::bf16().bytes_at(c, n, plain, in_.sliding_step) + largest_layer + widest_row;
+  return std::max(final_bytes, converting);
+}
+
+int64_t MemoryContract::effective_chunk(int64_t chunk) const {
+  const ModelConfig& c = in_.config;
+  const bool sliding = std::any_of(c.layer_types.begin(), c.layer_types.end(),
+                                   [](LayerKind k) { return k == LayerKind::sliding_attention; });
+  return sliding ? std::min(chunk, in_.sliding_step) : chunk;
+}
+
+int64_t MemoryContract::transient_bytes(int64_t chunk, int64_t context) const {
+  check(chunk > 0 && context >= 0, "memory contract: transient bytes of a chunk of ", chunk, " at context ", context);
+  const ModelConfig& c = in_.config;
+  const int64_t t = effective_chunk(chunk);
+  int64_t max_q = 0, max_kv = 0, max_hd = 0, max_group = 1, attention_reader = 0;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (c.layer_types[i] == LayerKind::linear_attention) continue;
+    const int64_t hd = c.head_dim_of(i), kvh = c.kv_heads_of(i);
+    max_q = std::max(max_q, c.num_heads * hd);
+    max_kv = std::max(max_kv, kvh * hd);
+    max_hd = std::max(max_hd, hd);
+    max_group = std::max(max_group, c.num_heads / std::max<int64_t>(kvh, 1));
+    if (in_.kv_scheme.codec_for_layer(c, c.kv_source_of(i)).kind != LayerCodec::Kind::plain) attention_reader = 1;
+  }
+  const int64_t intermediate = c.intermediate_size * (c.use_double_wide_mlp ? 2 : 1);
+
+  // Floats per token of the step's activations (each architecture allocates
+  // a subset of these once per step and reuses them across layers).
+  int64_t per_token = 4 * c.hidden_size;                  // residual, normed input, sublayer outputs
+  per_token += 2 * max_q + 2 * max_kv;                     // q, attention output, k, v
+  if (c.attn_output_gate) per_token += 3 * max_q;          // q with its gate, and the gate
+  if (attention_reader && in_.kv_scheme.kind() == KvScheme::Kind::turbo) per_token += max_q;  // rotated q
+  per_token += 4 * std::max<int64_t>(max_hd, 1);           // RoPE cos and sin, global and local
+  per_token += 2 * intermediate;                           // dense MLP gate and up
+  if (c.num_experts > 0) {
+    // Router logits; one expert's gathered tokens, gate, up and output (all
+    // tokens may pick the same expert); the shared expert and its gate.
+    per_token += c.num_experts + 3 * c.hidden_size + 2 * c.moe_intermediate_size;
+    per_token += 2 * c.shared_expert_intermediate_size + c.hidden_size + 1;
+  }
+  int64_t widest_input = std::max({c.hidden_size, intermediate, c.moe_intermediate_size, max_q,
+                                   c.shared_expert_intermediate_size});
+  if (c.linear_attention) {
+    const auto& la = *c.linear_attention;
+    per_token += 2 * la.conv_dim() + 2 * la.value_dim() + 2 * la.num_value_heads;  // qkv, conv, z, core, b, a
+    per_token += 2 * la.key_dim() + 2 * la.value_dim() + 2 * la.num_value_heads;   // fused projections
+    widest_input = std::max(widest_input, la.value_dim());
+  }
+  if (c.hidden_size_per_layer_input > 0) {
+    const int64_t ple = c.hidden_size_per_layer_input;
+    per_token += 2 * c.num_layers * ple + 2 * ple;  // per-layer inputs, their token part, gate and input
+    widest_input = std::max(widest_input, c.num_layers * ple);
+  }
+  int64_t bytes = t * per_token * 4;
+  // The matmuls' inputs rounded to bf16, and widened back for kernels without
+  // a bf16 dot product (billed whether or not this CPU has one).
+  bytes += t * widest_input * (2 + 4);
+  // Logits of the last row: the model's, the forward's and the prefill's
+  // copies, the caller's, and the final norm's row.
+  bytes += 4 * c.vocab_size * 4 + c.hidden_size * 4;
+
+  // Each thread's attention tile: gathered queries, results and scores over
+  // the whole visible context (CPU backend, attention_scratch_floats).
+  const int64_t tile_rows = std::max<int64_t>(1, 16 / max_group);
+  const int64_t nq = std::min(t, tile_rows) * max_group;
+  const int64_t keys = context;
+  int64_t tile = 2 * nq * max_hd + nq * keys;
+  if (attention_reader) tile += 64 * max_hd + nq * std::max<int64_t>(64, max_hd);
+  bytes += in_.threads * tile * 4;
+  if (c.linear_attention) {
+    // Each thread's chunked delta-rule workspace (chunks of 64 tokens).
+    const auto& la = *c.linear_attention;
+    const int64_t l = std::min<int64_t>(64, t);
+    bytes += in_.threads * (l * (2 * la.key_head_dim + la.value_head_dim + 2 * l + 2) + 2 * la.value_head_dim) * 4;
+  }
+  return bytes;
+}
+
+int64_t MemoryContract::runtime_bytes() {
+  // Peak RSS of `fathom bench` on a model of a few kilobytes, less what the
+  // other terms predict for it (bench/RESULTS.md, "Memory contract").
+  return int64_t(24) << 20;
+}
+
+MemoryBreakdown MemoryContract::predict(int64_t context, int64_t sequences, int64_t chunk) const {
+  check(context > 0, "memory contract: context must be positive, got ", context);
+  check(sequences > 0, "memory contract: sequences must be positive, got ", sequences);
+  check(chunk > 0, "memory contract: prefill chunk must be positive, got ", chunk);
+  MemoryBreakdown b;
+  b.context = context;
+  b.sequences = sequences;
+  b.prefill_chunk = chunk;
+  b.weights = weights_bytes();
+  b.kv = sequences * kv_bytes(context, chunk);
+  b.transient = transient_bytes(std::min(chunk, context), context);
+  b.runtime = runtime_bytes();
+  return b;
+}
+
+}  // namespace fathom

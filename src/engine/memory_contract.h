@@ -1,0 +1,81 @@
+#pragma once
+// The memory contract: what a model, its sequences and one step of work take,
+// predicted from config.json and the safetensors headers alone (no tensor data
+// is read). `fathom fit` prints it, the prefill policy sizes chunks by it, and
+// the server admits only work it says fits. Every term mirrors what the code
+// really holds, and tests hold each one against the allocations it predicts.
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "kv/kv_scheme.h"
+#include "kv/rotating_kv_layer.h"
+#include "model/weights.h"
+
+namespace fathom {
+
+// Where the bytes of `sequences` sequences of `context` tokens go.
+struct MemoryBreakdown {
+  int64_t context = 0;
+  int64_t sequences = 0;
+  int64_t prefill_chunk = 0;
+  int64_t weights = 0;
+  int64_t kv = 0;         // KV and recurrent state of all the sequences, at their peak
+  int64_t transient = 0;  // the largest step's working memory
+  int64_t runtime = 0;
+  int64_t total() const { return weights + kv + transient + runtime; }
+};
+
+class MemoryContract {
+ public:
+  struct Inputs {
+    ModelConfig config;
+    std::map<std::string, StoredTensor> tensors;  // from the safetensors headers
+    ComputeDType dtype = ComputeDType::f32;
+    KvScheme kv_scheme = KvScheme::bf16();
+    int threads = 1;
+    WeightResidence residence = WeightResidence::mapped;
+    int64_t sliding_step = kSlidingStepTokens;
+  };
+  // Checks the scheme against the model (a scheme the model cannot take throws).
+  explicit MemoryContract(Inputs inputs);
+  // From a model folder: config.json and the safetensors headers.
+  static MemoryContract for_model_dir(const std::string& dir, ComputeDType dtype, const KvScheme& scheme,
+                                      int threads, WeightResidence residence = WeightResidence::mapped);
+
+  const ModelConfig& config() const { return in_.config; }
+  ComputeDType dtype() const { return in_.dtype; }
+  const KvScheme& kv_scheme() const { return in_.kv_scheme; }
+
+  // Weights as the loader holds them: every stored tensor (mapped pages, or a
+  // private copy rounded to 2 MiB pages), plus the copies it makes: norm
+  // weights and routers in f32, matmul weights converted to the compute dtype.
+  int64_t weights_bytes() const;
+  // One sequence that grows to `tokens` tokens through chunks of at most
+  // `chunk`: the scheme's bytes at that length in the dtype really stored, or,
+  // with a delayed start, the conversion's peak when it is larger (plain rows
+  // of every layer, one layer's coded copy and the converter's row buffer).
+  int64_t kv_bytes(int64_t tokens, int64_t chunk) const;
+  // The working memory of a step of `chunk` tokens once the sequence holds
+  // `context` tokens: activations, MoE and Gated DeltaNet buffers, the logits,
+  // the inputs rounded to bf16 for the matmuls, and every thread's attention
+  // tile, whose scores span the whole context.
+  int64_t transient_bytes(int64_t chunk, int64_t context) const;
+  // The process's own footprint with no model: code, libraries, thread stacks
+  // and allocator arenas. Measured once (bench/RESULTS.md, "Memory contract").
+  static int64_t runtime_bytes();
+
+  // All the terms for `sequences` sequences of `context` tokens, prefilled in
+  // chunks of `chunk` tokens.
+  MemoryBreakdown predict(int64_t context, int64_t sequences, int64_t chunk) const;
+  // The step that a prefill chunk really runs: sliding-window models split
+  // longer ones at their sliding step.
+  int64_t effective_chunk(int64_t chunk) const;
+
+ private:
+  Inputs in_;
+};
+
+}  // namespace fathom
