@@ -91,7 +91,8 @@ for part in "${parts[@]}"; do
       grep -E "Failed|\*\*\*|tests passed" "$log/asan-ctest" | tail -n 20
       read -r total failed < <(ctest_counts "$log/asan-ctest")
       record asan-ctest $rc "$total" "$failed"
-      e2e "$root/build-asan/fathom" "$log/asan-e2e" api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs
+      e2e "$root/build-asan/fathom" "$log/asan-e2e" api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs \
+        memory.test.mjs
       rc=$?
       grep -E "^✖|ERROR: (Address|Undefined)|runtime error" "$log/asan-e2e" | head -n 20
       read -r total failed < <(node_counts "$log/asan-e2e")

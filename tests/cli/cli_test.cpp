@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/model_config.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "test_util.h"
@@ -137,6 +138,83 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
   fs::copy_file(kModel + "/config.json", junk / "config.json");
   std::ofstream(junk / "model.safetensors") << "garbage that is not a safetensors file";
   expect_clean_failure("logits --model " + junk.string() + " --prompt-ids 1 --out /dev/null", "safetensors");
+}
+
+nlohmann::json fit_json(const std::string& model, const std::string& flags) {
+  const RunResult r = run("fit --model " + model + " --threads 1 --json " + flags);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+TEST(Cli, FitPrintsEveryTermAndTheLimits) {
+  const nlohmann::json j = fit_json(kModel, "--ctx 64 --memory-budget 1GiB");
+  for (const char* key : {"weights_bytes", "kv_bytes", "transient_bytes", "runtime_bytes", "total_bytes",
+                          "budget_bytes", "max_context", "max_sequences", "prefill_chunk"})
+    ASSERT_TRUE(j.contains(key) && j[key].is_number_integer()) << key << " in " << j.dump();
+  EXPECT_EQ(j["total_bytes"].get<int64_t>(), j["weights_bytes"].get<int64_t>() + j["kv_bytes"].get<int64_t>() +
+                                                 j["transient_bytes"].get<int64_t>() +
+                                                 j["runtime_bytes"].get<int64_t>());
+  EXPECT_EQ(j["budget_bytes"].get<int64_t>(), int64_t(1) << 30);
+  EXPECT_TRUE(j["fits"].get<bool>());
+  const ModelConfig config = load_model_config(kModel);
+  EXPECT_EQ(j["max_context"].get<int64_t>(), config.max_position_embeddings);
+  EXPECT_GT(j["max_sequences"].get<int64_t>(), 1);
+  EXPECT_EQ(j["kv"]["cache_key"], "bf16");
+  // Sequences multiply the KV term and nothing else.
+  const nlohmann::json three = fit_json(kModel, "--ctx 64 --memory-budget 1GiB --sequences 3");
+  EXPECT_EQ(three["kv_bytes"].get<int64_t>(), 3 * j["kv_bytes"].get<int64_t>());
+  EXPECT_EQ(three["weights_bytes"], j["weights_bytes"]);
+
+  // A byte short of the total: a smaller prefill chunk makes it fit.
+  const int64_t total = j["total_bytes"].get<int64_t>();
+  const nlohmann::json smaller = fit_json(kModel, "--ctx 64 --memory-budget " + std::to_string(total - 1));
+  EXPECT_TRUE(smaller["fits"].get<bool>());
+  EXPECT_LT(smaller["prefill_chunk"].get<int64_t>(), 64);
+  // With no room for any step at this context it does not fit, and the limits it reports do.
+  const std::string tight = std::to_string(total - j["transient_bytes"].get<int64_t>());
+  const nlohmann::json short_of = fit_json(kModel, "--ctx 64 --memory-budget " + tight);
+  EXPECT_FALSE(short_of["fits"].get<bool>());
+  const int64_t max_context = short_of["max_context"].get<int64_t>();
+  EXPECT_GT(max_context, 0);
+  EXPECT_LT(max_context, 64);
+  const nlohmann::json at_max = fit_json(kModel, "--ctx " + std::to_string(max_context) + " --memory-budget " + tight);
+  EXPECT_TRUE(at_max["fits"].get<bool>()) << at_max.dump();
+  const nlohmann::json past_max =
+      fit_json(kModel, "--ctx " + std::to_string(max_context + 1) + " --memory-budget " + tight);
+  EXPECT_FALSE(past_max["fits"].get<bool>()) << past_max.dump();
+
+  // The table names every term.
+  const RunResult table = run("fit --model " + kModel + " --ctx 64 --memory-budget 1GiB");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const char* word : {"weights", "kv", "transient", "runtime", "total", "budget", "fits"})
+    EXPECT_NE(table.out.find(word), std::string::npos) << word << " in\n" << table.out;
+}
+
+TEST(Cli, FitReadsOnlyTheHeaders) {
+  // A folder whose tensor data is cut off right after the header measures the same.
+  const fs::path cut = fs::temp_directory_path() / ("fathom_fit_cut_" + std::to_string(::getpid()));
+  fs::remove_all(cut);
+  fs::create_directories(cut);
+  fs::copy_file(kModel + "/config.json", cut / "config.json");
+  fs::copy_file(kModel + "/model.safetensors", cut / "model.safetensors");
+  uint64_t header_len = 0;
+  std::ifstream(kModel + "/model.safetensors", std::ios::binary).read(reinterpret_cast<char*>(&header_len), 8);
+  fs::resize_file(cut / "model.safetensors", 8 + header_len);
+  const nlohmann::json whole = fit_json(kModel, "--ctx 100 --memory-budget 1GiB --turbo-kv 3,4");
+  const nlohmann::json headers = fit_json(cut.string(), "--ctx 100 --memory-budget 1GiB --turbo-kv 3,4");
+  EXPECT_EQ(whole["weights_bytes"], headers["weights_bytes"]);
+  EXPECT_EQ(whole["total_bytes"], headers["total_bytes"]);
+  fs::remove_all(cut);
+}
+
+TEST(Cli, FitRejectsBadInput) {
+  expect_clean_failure("fit --model /nonexistent/model", "not found");
+  expect_clean_failure("fit --model " + kModel + " --memory-budget 12XB", "unknown unit");
+  expect_clean_failure("fit --model " + kModel + " --memory-budget lots", "not a size");
+  expect_clean_failure("fit --model " + kModel + " --memory-budget 0", "less than one byte");
+  expect_clean_failure("fit --model " + kModel + " --kv-quant 8 --kv-group-size 128", "group size");
+  expect_clean_failure("fit --model " + kModel + " --ctx 100000000", "max_position_embeddings");
+  expect_clean_failure("fit --model " + kModel + " --sequences 0", "--sequences");
 }
 
 }  // namespace

@@ -91,20 +91,26 @@ TEST_P(MemoryContractOnFixtures, KvIsTheStatesBytes) {
 // chunked prefill, is what the contract bills for a chunk at that context —
 // not less, and not much more.
 TEST_P(MemoryContractOnFixtures, TransientBoundsTheStepsPeak) {
-  for (const int64_t chunk : {1, 5, 16}) {
-    auto model = load(KvScheme::bf16());
-    const int64_t tokens = 41;
-    auto state = model->new_state(tokens);
-    const auto ids = random_ids(tokens, model->config().vocab_size, 11);
-    const int64_t baseline = allocated_bytes(Device::cpu);
-    reset_allocation_peak(Device::cpu);
-    prefill(*model, *state, ids, FixedPrefillPolicy(chunk), false);
-    const int64_t measured = allocated_peak_bytes(Device::cpu) - baseline;
-    const int64_t predicted = contract(KvScheme::bf16()).transient_bytes(chunk, tokens);
-    EXPECT_GE(predicted, measured) << "chunk " << chunk;
-    EXPECT_LE(predicted, 2 * measured) << "chunk " << chunk << ", measured " << measured;
-    std::printf("%s chunk %lld measured %lld predicted %lld (%.2f)\n", GetParam().fixture.c_str(), (long long)chunk,
-                (long long)measured, (long long)predicted, double(predicted) / double(measured));
+  const ModelConfig config = load_model_config(dir());
+  for (const KvScheme& scheme : {KvScheme::bf16(), KvScheme::affine_uniform(8, 32, 0), KvScheme::turbo(3, 4, 0)}) {
+    try {
+      scheme.validate_for(config);
+    } catch (const fathom::Error&) {
+      continue;
+    }
+    for (const int64_t chunk : {1, 5, 16}) {
+      auto model = load(scheme);
+      const int64_t tokens = 41;
+      auto state = model->new_state(tokens);
+      const auto ids = random_ids(tokens, model->config().vocab_size, 11);
+      const int64_t baseline = allocated_bytes(Device::cpu);
+      reset_allocation_peak(Device::cpu);
+      prefill(*model, *state, ids, FixedPrefillPolicy(chunk), false);
+      const int64_t measured = allocated_peak_bytes(Device::cpu) - baseline;
+      const int64_t predicted = contract(scheme).transient_bytes(chunk, tokens);
+      EXPECT_GE(predicted, measured) << scheme.cache_key() << ", chunk " << chunk;
+      EXPECT_LE(predicted, 2 * measured) << scheme.cache_key() << ", chunk " << chunk;
+    }
   }
 }
 

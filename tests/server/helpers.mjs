@@ -21,6 +21,16 @@ export function tinyModel() {
   return modelDir;
 }
 
+let kvHeavyDir;
+// The same with 32 KiB of KV per token (make_tiny_model.mjs --kv-heavy).
+export function tinyKvHeavyModel() {
+  if (kvHeavyDir) return kvHeavyDir;
+  kvHeavyDir = fs.mkdtempSync(path.join(os.tmpdir(), "fathom-e2e-kvheavy-"));
+  execFileSync(process.execPath, [path.join(here, "make_tiny_model.mjs"), kvHeavyDir, "--kv-heavy"], { stdio: "inherit" });
+  process.on("exit", () => fs.rmSync(kvHeavyDir, { recursive: true, force: true }));
+  return kvHeavyDir;
+}
+
 // Resolves to {url, port, stop(), output()} once the server prints its URL.
 export function startServer(extraArgs = [], env = {}) {
   const model = extraArgs.includes("--model") ? [] : ["--model", tinyModel()];

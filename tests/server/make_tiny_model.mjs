@@ -1,18 +1,23 @@
 // Writes a tiny random-weight model of the Qwen3 architecture with the real
 // Qwen3 vocabulary, tokenizer and chat template, for fast end-to-end tests.
-// Usage: node make_tiny_model.mjs OUT_DIR [TOKENIZER_DIR]
+// Usage: node make_tiny_model.mjs OUT_DIR [TOKENIZER_DIR] [--kv-heavy]
+// --kv-heavy: 8 layers of 8 KV heads of 128 (32 KiB of bf16 KV per token, the
+// weights still a few MB), so memory-budget tests can size contexts in MBs.
 import fs from "node:fs";
 import path from "node:path";
 
 const here = path.dirname(new URL(import.meta.url).pathname);
-const out = process.argv[2];
-const tokenizerDir = process.argv[3] ?? path.join(here, "../../.cache/tokenizers/qwen3");
+const kvHeavy = process.argv.includes("--kv-heavy");
+const positional = process.argv.slice(2).filter((a) => !a.startsWith("--"));
+const out = positional[0];
+const tokenizerDir = positional[1] ?? path.join(here, "../../.cache/tokenizers/qwen3");
 if (!out) throw new Error("usage: make_tiny_model.mjs OUT_DIR [TOKENIZER_DIR]");
 fs.mkdirSync(out, { recursive: true });
 for (const f of ["tokenizer.json", "tokenizer_config.json"])
   fs.copyFileSync(path.join(tokenizerDir, f), path.join(out, f));
 
-const vocab = 151936, hidden = 32, inter = 64, heads = 2, kvHeads = 1, headDim = 16, layers = 2;
+const vocab = 151936, hidden = 32, inter = 64;
+const [heads, kvHeads, headDim, layers] = kvHeavy ? [8, 8, 128, 8] : [2, 1, 16, 2];
 fs.writeFileSync(path.join(out, "config.json"), JSON.stringify({
   model_type: "qwen3", architectures: ["Qwen3ForCausalLM"], vocab_size: vocab, hidden_size: hidden,
   intermediate_size: inter, num_hidden_layers: layers, num_attention_heads: heads, num_key_value_heads: kvHeads,

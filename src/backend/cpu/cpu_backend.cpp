@@ -140,8 +140,13 @@ class CpuBackend final : public Backend {
   // Scratch that only grows, as counted tensors: the largest step's inputs
   // rounded to bf16 and each thread's attention tile (its scores grow with the
   // context) stay allocated between steps, and the memory contract bills them.
+  // The old buffer goes first: the contents need not survive, and the peak
+  // stays at the new size instead of old + new.
   static Tensor& grow(Tensor& t, int64_t n, DType dtype) {
-    if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, dtype);
+    if (!t.defined() || t.numel() < n) {
+      t = Tensor();
+      t = Tensor::empty({n}, dtype);
+    }
     return t;
   }
 
