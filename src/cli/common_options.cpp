@@ -42,7 +42,10 @@ bool ModelOptions::maybe_describe_kv() const {
   const KvScheme scheme = kv_scheme();
   nlohmann::json out = scheme.describe(config);
   const int64_t tokens = std::min<int64_t>(config.max_position_embeddings, 4096);
-  out["bytes_at"] = {{"tokens", tokens}, {"bytes", scheme.bytes_at(config, tokens)}};
+  // Plain rows are stored in the compute dtype: f32 compute keeps f32 KV.
+  const int64_t plain_bytes = compute_dtype() == ComputeDType::f32 ? 4 : 2;
+  out["bytes_at"] = {{"tokens", tokens}, {"bytes", scheme.bytes_at(config, tokens, plain_bytes)},
+                     {"plain_dtype", plain_bytes == 4 ? "f32" : "bf16"}};
   std::printf("%s\n", out.dump(2).c_str());
   return true;
 }

@@ -207,6 +207,15 @@ TEST(Cli, FitReadsOnlyTheHeaders) {
   fs::remove_all(cut);
 }
 
+TEST(Cli, DescribeKvBillsTheDtypeReallyStored) {
+  auto bytes = [](const std::string& dtype) {
+    const RunResult r = run("fit --model " + kModel + " --describe-kv --dtype " + dtype);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["bytes_at"]["bytes"].get<int64_t>();
+  };
+  EXPECT_EQ(bytes("f32"), 2 * bytes("bf16"));  // f32 compute keeps f32 KV
+}
+
 TEST(Cli, FitRejectsBadInput) {
   expect_clean_failure("fit --model /nonexistent/model", "not found");
   expect_clean_failure("fit --model " + kModel + " --memory-budget 12XB", "unknown unit");
