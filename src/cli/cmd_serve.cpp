@@ -118,7 +118,9 @@ Command add_serve_command(CLI::App& app) {
     // What the server holds beyond the engine's contract (the tokenizer, the
     // chat template, HTTP threads) is measured now and charged as fixed.
     const int64_t overhead = std::max<int64_t>(0, resident_bytes() - predicted_fixed);
-    MemoryAdmission admission(contract, budget, predicted_fixed + overhead, o->model.prefill_chunk);
+    // The policy sizes chunks in what the budget leaves once that is held.
+    const auto policy = o->model.prefill_policy(contract, budget - overhead);
+    MemoryAdmission admission(contract, *policy, budget, predicted_fixed + overhead);
     const int64_t window = o->server.context_length > 0 ? o->server.context_length
                                                          : model->config().max_position_embeddings;
     const int64_t fitting = admission.longest_sequence(window);
@@ -132,7 +134,6 @@ Command add_serve_command(CLI::App& app) {
     std::vector<int64_t> stop_ids = load_generation_config(o->model.model_dir).eos_token_ids;
     for (int64_t id : model->config().eos_token_ids) stop_ids.push_back(id);
     for (int32_t id : tokenizer.eos_ids()) stop_ids.push_back(id);
-    const auto policy = o->model.prefill_policy(contract);
     server::ServerContext ctx(*model, *policy, admission, std::move(tokenizer), std::move(chat_template), stop_ids,
                               o->server);
     server::run_http_server(ctx, [&](int port) {

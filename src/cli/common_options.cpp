@@ -71,10 +71,11 @@ MemoryContract ModelOptions::memory_contract() const {
                                        weights_in_ram ? WeightResidence::ram : WeightResidence::mapped);
 }
 
-std::unique_ptr<PrefillPolicy> ModelOptions::prefill_policy(const MemoryContract& contract) const {
+std::unique_ptr<PrefillPolicy> ModelOptions::prefill_policy(const MemoryContract& contract,
+                                                           std::optional<int64_t> budget) const {
   check(prefill_chunk >= 0, "--prefill-chunk must be positive, got ", prefill_chunk);
   if (prefill_chunk > 0) return std::make_unique<FixedPrefillPolicy>(prefill_chunk);
-  return std::make_unique<BudgetPrefillPolicy>(contract, budget_bytes());
+  return std::make_unique<BudgetPrefillPolicy>(contract, budget.value_or(budget_bytes()));
 }
 
 std::unique_ptr<Model> ModelOptions::load() const {

@@ -39,9 +39,10 @@ struct ModelOptions {
   // The memory contract of this model, dtype, KV scheme and thread count,
   // from config.json and the safetensors headers (no tensor data is read).
   MemoryContract memory_contract() const;
-  // --prefill-chunk when given, else the budget's policy over `contract`
-  // (which must outlive the policy).
-  std::unique_ptr<PrefillPolicy> prefill_policy(const MemoryContract& contract) const;
+  // --prefill-chunk when given, else the policy over `contract` (which must
+  // outlive it) for `budget` (default: budget_bytes()).
+  std::unique_ptr<PrefillPolicy> prefill_policy(const MemoryContract& contract,
+                                                std::optional<int64_t> budget = {}) const;
   // Sets up the thread pool and loads the model.
   std::unique_ptr<Model> load() const;
 };

@@ -3,24 +3,19 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "engine/prefill_policy.h"
 
 namespace fathom {
 
-MemoryAdmission::MemoryAdmission(const MemoryContract& contract, int64_t budget, int64_t fixed, int64_t forced_chunk)
-    : contract_(contract), budget_(budget), fixed_(fixed), forced_chunk_(forced_chunk) {
+MemoryAdmission::MemoryAdmission(const MemoryContract& contract, const PrefillPolicy& policy, int64_t budget,
+                                 int64_t fixed)
+    : contract_(contract), policy_(policy), budget_(budget), fixed_(fixed) {
   check(budget > 0 && fixed >= 0, "admission: budget ", budget, " and fixed bytes ", fixed, " must be positive");
 }
 
 int64_t MemoryAdmission::sequence_bytes(int64_t tokens) const {
   check(tokens > 0, "admission: a sequence of ", tokens, " tokens");
-  // The chunk the policy picks leaves the most room; with none fitting, the smallest.
-  int64_t chunk = forced_chunk_;
-  if (chunk <= 0) {
-    const int64_t room_for_fixed = budget_ - fixed_ + contract_.weights_bytes() + MemoryContract::runtime_bytes();
-    chunk = largest_fitting_chunk(contract_, room_for_fixed, tokens).value_or(kMinPrefillChunk);
-  }
-  chunk = std::min(chunk, tokens);
+  // A prompt as long as the whole sequence gets the largest chunk the policy gives it.
+  const int64_t chunk = policy_.chunk_size(tokens, tokens);
   return contract_.kv_bytes(tokens, chunk) + contract_.transient_bytes(chunk, tokens);
 }
 

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "engine/memory_contract.h"
+#include "engine/prefill_policy.h"
 
 namespace fathom {
 
@@ -14,13 +15,14 @@ class MemoryAdmission {
  public:
   // `fixed` is what the process holds before any request (the larger of the
   // contract's weights + runtime and what was measured after loading);
-  // `forced_chunk` > 0 is --prefill-chunk, else the budget's policy picks.
-  MemoryAdmission(const MemoryContract& contract, int64_t budget, int64_t fixed, int64_t forced_chunk);
+  // `policy` is the one the engine prefills with, so each sequence is billed
+  // the chunk it will really run.
+  MemoryAdmission(const MemoryContract& contract, const PrefillPolicy& policy, int64_t budget, int64_t fixed);
 
   int64_t budget() const { return budget_; }
   int64_t fixed() const { return fixed_; }
   // What one sequence of `tokens` tokens adds: its KV at its peak and the
-  // transient of its largest step, with the chunk the policy would pick.
+  // transient of its largest step, with the chunk the policy picks for it.
   int64_t sequence_bytes(int64_t tokens) const;
   bool fits_alone(int64_t tokens) const { return fixed_ + sequence_bytes(tokens) <= budget_; }
   // The most tokens one sequence may reach alone, up to `limit`; 0 when not even one fits.
@@ -33,7 +35,8 @@ class MemoryAdmission {
 
  private:
   const MemoryContract& contract_;
-  const int64_t budget_, fixed_, forced_chunk_;
+  const PrefillPolicy& policy_;
+  const int64_t budget_, fixed_;
   mutable std::mutex mutex_;
   int64_t admitted_ = 0;
 };

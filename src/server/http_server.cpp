@@ -1,5 +1,3 @@
-#include "core/process_memory.h"
-#include "core/tensor.h"
 #include "server/http_server.h"
 
 #include <httplib.h>
@@ -11,6 +9,8 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/process_memory.h"
+#include "core/tensor.h"
 #include "server/anthropic_routes.h"
 #include "server/bounded_http_server.h"
 #include "server/http_errors.h"

@@ -57,7 +57,8 @@ TEST(Admission, ALongSequenceUnderATightBudgetIsAdmittedWithASmallerChunk) {
   // Room for this sequence with a chunk of 64, not with 512.
   const int64_t budget = fixed + c.kv_bytes(tokens, 64) + c.transient_bytes(64, tokens);
   ASSERT_GT(fixed + c.kv_bytes(tokens, 512) + c.transient_bytes(512, tokens), budget);
-  MemoryAdmission admission(c, budget, fixed, 0);
+  const BudgetPrefillPolicy policy(c, budget);
+  MemoryAdmission admission(c, policy, budget, fixed);
   EXPECT_TRUE(admission.fits_alone(tokens));
   EXPECT_LE(fixed + admission.sequence_bytes(tokens), budget);
   EXPECT_FALSE(admission.fits_alone(tokens + 200));
@@ -71,7 +72,8 @@ TEST(Admission, ChargesOnlyWhatFitsBesideTheAdmitted) {
   const MemoryContract c = contract();
   const int64_t fixed = c.weights_bytes() + MemoryContract::runtime_bytes();
   const int64_t one = c.kv_bytes(500, 64) + c.transient_bytes(64, 500);
-  MemoryAdmission admission(c, fixed + 2 * one + one / 2, fixed, 64);
+  const FixedPrefillPolicy policy(64);
+  MemoryAdmission admission(c, policy, fixed + 2 * one + one / 2, fixed);
   EXPECT_EQ(admission.sequence_bytes(500), one);
   EXPECT_TRUE(admission.try_admit(one));
   EXPECT_TRUE(admission.try_admit(one));
