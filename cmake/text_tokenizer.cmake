@@ -40,6 +40,10 @@ if(NOT DEFINED FATHOM_BUILD_TESTS OR FATHOM_BUILD_TESTS)
   include(GoogleTest)
   file(GLOB FATHOM_TOKENIZER_TEST_SOURCES CONFIGURE_DEPENDS
     "${CMAKE_SOURCE_DIR}/tests/text/tokenizer_*_test.cpp")
+  # Two tests need more than the library: the chat templates (the Jinja library) and the
+  # CLI (the fathom binary). They are executables of their own so tokenizer_tests stays
+  # quick to build.
+  list(FILTER FATHOM_TOKENIZER_TEST_SOURCES EXCLUDE REGEX "tokenizer_(chat_template|cli)_test\\.cpp$")
   add_executable(tokenizer_tests ${FATHOM_TOKENIZER_TEST_SOURCES})
   target_include_directories(tokenizer_tests PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   target_link_libraries(tokenizer_tests PRIVATE fathom_text_tokenizer GTest::gtest_main)
@@ -47,4 +51,24 @@ if(NOT DEFINED FATHOM_BUILD_TESTS OR FATHOM_BUILD_TESTS)
     FATHOM_TOKENIZER_CACHE_DIR="${FATHOM_TOKENIZER_CACHE_DIR}"
     FATHOM_TOKENIZER_FIXTURES_DIR="${CMAKE_SOURCE_DIR}/tests/fixtures/tokenizer")
   gtest_discover_tests(tokenizer_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
+  # fathom_text_jinja and fathom are defined after this file is included; CMake resolves
+  # the names when it generates the build.
+  add_executable(tokenizer_chat_tests tests/text/tokenizer_chat_template_test.cpp)
+  target_include_directories(tokenizer_chat_tests PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(tokenizer_chat_tests PRIVATE fathom_text_tokenizer fathom_text_jinja GTest::gtest_main)
+  target_compile_definitions(tokenizer_chat_tests PRIVATE
+    FATHOM_TOKENIZER_CACHE_DIR="${FATHOM_TOKENIZER_CACHE_DIR}"
+    FATHOM_TOKENIZER_FIXTURES_DIR="${CMAKE_SOURCE_DIR}/tests/fixtures/tokenizer")
+  gtest_discover_tests(tokenizer_chat_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+
+  add_executable(tokenizer_cli_tests tests/text/tokenizer_cli_test.cpp)
+  target_include_directories(tokenizer_cli_tests PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(tokenizer_cli_tests PRIVATE fathom_text_tokenizer GTest::gtest_main)
+  target_compile_definitions(tokenizer_cli_tests PRIVATE
+    FATHOM_TOKENIZER_CACHE_DIR="${FATHOM_TOKENIZER_CACHE_DIR}"
+    FATHOM_TOKENIZER_FIXTURES_DIR="${CMAKE_SOURCE_DIR}/tests/fixtures/tokenizer"
+    FATHOM_BINARY="$<TARGET_FILE:fathom>")
+  add_dependencies(tokenizer_cli_tests fathom)
+  gtest_discover_tests(tokenizer_cli_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endif()

@@ -1,5 +1,5 @@
 // fathom tokenize --model DIR --text "..." [--special]
-// fathom detokenize --model DIR --ids 1,2,3
+// fathom detokenize --model DIR --ids 1,2,3   (--ids "" decodes nothing to "")
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -36,7 +36,10 @@ Command add_detokenize_command(CLI::App& app) {
   app.add_flag("--skip-special", o->skip_special, "drop special tokens from the text");
   return [o] {
     const Tokenizer tokenizer = Tokenizer::load(o->model_dir);
-    const std::vector<int32_t> ids = parse_id_list(o->ids, "--ids");
+    // An empty list is a legitimate request (an empty prompt): it decodes to "", as in
+    // Hugging Face. Anything else goes through the strict id-list parser.
+    const std::vector<int32_t> ids =
+        o->ids.find_first_not_of(" \t") == std::string::npos ? std::vector<int32_t>{} : parse_id_list(o->ids, "--ids");
     for (int32_t id : ids) tokenizer.id_to_token(id);  // an unknown id is an error, not silently dropped
     std::printf("%s\n", nlohmann::json({{"text", tokenizer.decode(ids, o->skip_special)}}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
