@@ -9,6 +9,10 @@ namespace fathom::tok {
 
 namespace {
 
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+}
+
 class ByteLevelDecoder final : public Decoder {
  public:
   void decode_chain(std::vector<std::string>& tokens) const override {
@@ -208,6 +212,32 @@ class WordPieceDecoder final : public Decoder {
   bool cleanup_;
 };
 
+// Connectionist temporal classification output: repeated tokens collapse to one, the
+// pad token disappears, and with cleanup the word delimiter becomes a space.
+class CtcDecoder final : public Decoder {
+ public:
+  CtcDecoder(std::string pad, std::string delimiter, bool cleanup)
+      : pad_(std::move(pad)), delimiter_(std::move(delimiter)), cleanup_(cleanup) {}
+  void decode_chain(std::vector<std::string>& tokens) const override {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (i > 0 && tokens[i] == tokens[i - 1]) continue;
+      std::string t = tokens[i];
+      if (!pad_.empty()) replace_all(t, pad_, "");
+      if (cleanup_) {
+        t = clean_up_tokenization(std::move(t));
+        if (!delimiter_.empty()) replace_all(t, delimiter_, " ");
+      }
+      if (!t.empty()) out.push_back(std::move(t));
+    }
+    tokens = std::move(out);
+  }
+
+ private:
+  std::string pad_, delimiter_;
+  bool cleanup_;
+};
+
 class SequenceDecoder final : public Decoder {
  public:
   explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> steps) : steps_(std::move(steps)) {}
@@ -225,16 +255,13 @@ char32_t single_char(const std::string& s, const std::string& what, const char* 
   return next_code_point(s, pos);
 }
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
-}
 
 }  // namespace
 
 std::string clean_up_tokenization(std::string text) {
   static const std::pair<std::string_view, std::string_view> kRules[] = {
-      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
-      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+      {" .", "."},         {" ?", "?"},   {" !", "!"},   {" ,", ","},   {" ' ", "'"}, {" n't", "n't"},
+      {" 'm", "'m"},       {" do not", " don't"},        {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& [from, to] : kRules) replace_all(text, from, to);
   return text;
 }
@@ -274,6 +301,10 @@ std::unique_ptr<Decoder> make_decoder(const json& j) {
       strip_first = false;
     return std::make_unique<MetaspaceDecoder>(r, strip_first);
   }
+  if (type == "CTC")
+    return std::make_unique<CtcDecoder>(optional_string(j, "pad_token", what).value_or("<pad>"),
+                                        optional_string(j, "word_delimiter_token", what).value_or("|"),
+                                        bool_or(j, "cleanup", true, what));
   if (type == "BPEDecoder") return std::make_unique<BpeSuffixDecoder>(optional_string(j, "suffix", what).value_or("</w>"));
   if (type == "WordPiece")
     return std::make_unique<WordPieceDecoder>(optional_string(j, "prefix", what).value_or("##"),

@@ -1,6 +1,6 @@
 #pragma once
 // Decoders: turn token strings back into text (Hugging Face's ByteLevel, ByteFallback,
-// Fuse, Strip, Replace, Metaspace, BPEDecoder, WordPiece, Sequence). Each step maps the
+// Fuse, Strip, Replace, Metaspace, BPEDecoder, WordPiece, CTC, Sequence). Each step maps the
 // list of token strings to a new list; the text is their concatenation.
 #include <nlohmann/json_fwd.hpp>
 
@@ -19,7 +19,8 @@ class Decoder {
 // A null JSON value means no decoder (nullptr: tokens are joined with spaces).
 std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j);
 
-// transformers' clean_up_tokenization: " ." -> "." and friends.
+// The cleanup of Hugging Face's WordPiece and CTC decoders: " ." -> "." and friends,
+// " do not" -> " don't".
 std::string clean_up_tokenization(std::string text);
 
 }  // namespace fathom::tok

@@ -92,17 +92,98 @@ class StripNormalizer final : public Normalizer {
   bool left_, right_;
 };
 
+// Removes the characters `drop` selects.
+template <typename Pred>
+void remove_chars(std::string& text, Pred drop) {
+  std::string out;
+  out.reserve(text.size());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t start = pos;
+    if (!drop(next_code_point(text, pos))) out.append(text, start, pos - start);
+  }
+  text = std::move(out);
+}
+
+// Hugging Face's StripAccents removes every mark (Mn, Mc, Me: Devanagari vowel signs and
+// the keycap U+20E3 too); BertNormalizer's strip_accents only the nonspacing ones (Mn).
 class StripAccentsNormalizer final : public Normalizer {
  public:
+  void normalize(std::string& text) const override { remove_chars(text, is_combining_mark); }
+};
+
+// Rewrites each character to zero, one or more: `f(c, out)` appends what c becomes.
+template <typename F>
+void map_chars(std::string& text, F f) {
+  std::string out;
+  out.reserve(text.size() + 8);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t start = pos;
+    const char32_t c = next_code_point(text, pos);
+    f(c, std::string_view(text).substr(start, pos - start), out);
+  }
+  text = std::move(out);
+}
+
+// BERT's normalizer: drop NUL, U+FFFD and control characters and turn whitespace into a
+// space (clean_text); put spaces around CJK ideographs (handle_chinese_chars); NFD and
+// drop nonspacing marks (strip_accents, which defaults to `lowercase`); lowercase.
+class BertNormalizer final : public Normalizer {
+ public:
+  BertNormalizer(bool clean_text, bool chinese_chars, bool strip_accents, bool lowercase)
+      : clean_text_(clean_text), chinese_chars_(chinese_chars), strip_accents_(strip_accents), lowercase_(lowercase) {}
   void normalize(std::string& text) const override {
-    std::string out;
-    out.reserve(text.size());
-    size_t pos = 0;
-    while (pos < text.size()) {
-      const size_t start = pos;
-      if (!is_combining_mark(next_code_point(text, pos))) out.append(text, start, pos - start);
+    if (clean_text_) {
+      map_chars(text, [](char32_t c, std::string_view bytes, std::string& out) {
+        // Controls go first: U+0085 is White_Space but also Cc, and BERT drops it.
+        const bool tab_or_newline = c == '\t' || c == '\n' || c == '\r';
+        if (c == 0 || c == 0xFFFD || (!tab_or_newline && is_other(c))) return;
+        if (tab_or_newline || is_whitespace(c)) out.push_back(' ');
+        else out.append(bytes);
+      });
     }
-    text = std::move(out);
+    if (chinese_chars_) {
+      map_chars(text, [](char32_t c, std::string_view bytes, std::string& out) {
+        if (!is_cjk_ideograph(c)) {
+          out.append(bytes);
+          return;
+        }
+        out.push_back(' ');
+        out.append(bytes);
+        out.push_back(' ');
+      });
+    }
+    if (strip_accents_) {
+      text = normalize_unicode(text, NormalForm::NFD);
+      remove_chars(text, is_nonspacing_mark);
+    }
+    if (lowercase_) text = lowercase(text);
+  }
+
+ private:
+  // The CJK Unified Ideographs blocks BERT's tokenizer calls "Chinese characters".
+  static bool is_cjk_ideograph(char32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+  }
+  bool clean_text_, chinese_chars_, strip_accents_, lowercase_;
+};
+
+// SentencePiece's NMT normalization (nmt_nfkc without the NFKC): drop most C0 controls and
+// turn the remaining layout characters into spaces.
+class NmtNormalizer final : public Normalizer {
+ public:
+  void normalize(std::string& text) const override {
+    map_chars(text, [](char32_t c, std::string_view bytes, std::string& out) {
+      if ((c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F || c == 0x8F || c == 0x9F)
+        return;
+      const bool space = c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 || (c >= 0x200B && c <= 0x200F) ||
+                         c == 0x2028 || c == 0x2029 || c == 0x2581 || c == 0xFEFF || c == 0xFFFD;
+      if (space) out.push_back(' ');
+      else out.append(bytes);
+    });
   }
 };
 
@@ -147,6 +228,17 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j) {
   if (type == "Strip")
     return std::make_unique<StripNormalizer>(bool_or(j, "strip_left", true, what), bool_or(j, "strip_right", true, what));
   if (type == "StripAccents") return std::make_unique<StripAccentsNormalizer>();
+  if (type == "BertNormalizer") {
+    const bool lower = bool_or(j, "lowercase", true, what);
+    // strip_accents: null means "as lowercase".
+    return std::make_unique<BertNormalizer>(bool_or(j, "clean_text", true, what),
+                                            bool_or(j, "handle_chinese_chars", true, what),
+                                            bool_or(j, "strip_accents", lower, what), lower);
+  }
+  if (type == "Nmt") return std::make_unique<NmtNormalizer>();
+  if (type == "Precompiled")
+    fail(what, ": SentencePiece's precompiled character map (precompiled_charsmap) is not supported; "
+               "fathom reads tokenizer.json pipelines built from named steps (NFKC, Replace, ...)");
   if (type == "ByteLevel") return std::make_unique<ByteLevelNormalizer>();
   if (type == "Sequence") {
     const json& list = require_field(j, "normalizers", what);

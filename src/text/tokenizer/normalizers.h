@@ -1,6 +1,7 @@
 #pragma once
 // Normalizers: rewrite text before pre-tokenization (Hugging Face's NFC, NFD, NFKC,
-// NFKD, Lowercase, Replace, Prepend, Strip, StripAccents, ByteLevel, Sequence).
+// NFKD, Lowercase, Replace, Prepend, Strip, StripAccents, ByteLevel, BertNormalizer,
+// Nmt, Sequence; Precompiled, SentencePiece's compiled character map, is an error).
 #include <nlohmann/json_fwd.hpp>
 
 #include <memory>

@@ -43,13 +43,17 @@ class ByteLevelPre final : public PreTokenizer {
     if (use_regex_) regex_ = Regex::compile(kGpt2Pattern, "ByteLevel pre-tokenizer");
   }
   void pre_tokenize(std::vector<PreToken>& pieces) const override {
+    // Hugging Face prepends to a non-empty piece only (an empty one has no character to
+    // align the space with).
     if (add_prefix_space_)
       for (auto& p : pieces)
-        if (p.text.empty() || p.text[0] != ' ') p.text.insert(0, 1, ' ');
+        if (!p.text.empty() && p.text[0] != ' ') p.text.insert(0, 1, ' ');
     if (use_regex_) {
       split_pieces(pieces, [&](const std::string& s) {
         return apply_split_behavior(spans_from_matches(s.size(), regex_.find_all(s)), SplitBehavior::Isolated);
       });
+    } else {
+      std::erase_if(pieces, [](const PreToken& p) { return p.text.empty(); });
     }
     for (auto& p : pieces) p.text = bytes_to_byte_level(p.text);
   }
@@ -99,6 +103,7 @@ class MetaspacePre final : public PreTokenizer {
     replacement_char_ = next_code_point(replacement_, pos);
   }
   void pre_tokenize(std::vector<PreToken>& pieces) const override {
+    std::erase_if(pieces, [](const PreToken& p) { return p.text.empty(); });  // nothing to prepend to
     for (auto& p : pieces) {
       std::string replaced;
       replaced.reserve(p.text.size() + replacement_.size());
@@ -140,6 +145,31 @@ class WhitespacePre final : public PreTokenizer {
 
  private:
   Regex regex_;
+};
+
+// Pieces of `length` characters (the last may be shorter).
+class FixedLengthPre final : public PreTokenizer {
+ public:
+  explicit FixedLengthPre(size_t length) : length_(length) {}
+  void pre_tokenize(std::vector<PreToken>& pieces) const override {
+    split_pieces(pieces, [&](const std::string& s) {
+      Ranges out;
+      size_t start = 0, count = 0, pos = 0;
+      while (pos < s.size()) {
+        next_code_point(s, pos);
+        if (++count == length_) {
+          out.emplace_back(start, pos);
+          start = pos;
+          count = 0;
+        }
+      }
+      if (start < s.size()) out.emplace_back(start, s.size());
+      return out;
+    });
+  }
+
+ private:
+  size_t length_;
 };
 
 class SequencePre final : public PreTokenizer {
@@ -208,6 +238,14 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j) {
       prepend = MetaspacePre::Prepend::Never;
     return std::make_unique<MetaspacePre>(replacement, prepend, bool_or(j, "split", true, what));
   }
+  if (type == "FixedLength") {
+    const int64_t length = int_or(j, "length", 5, what);
+    check(length > 0, what, ": \"length\" must be positive, got ", length);
+    return std::make_unique<FixedLengthPre>(size_t(length));
+  }
+  if (type == "UnicodeScripts")
+    fail(what, " is not supported: it splits by Unicode Script, a property fathom has no table of "
+               "(no decoder-only LLM tokenizer uses it)");
   if (type == "Whitespace") return std::make_unique<WhitespacePre>();
   if (type == "WhitespaceSplit") return std::make_unique<PredicatePre>(is_whitespace, SplitBehavior::Removed);
   if (type == "Punctuation") {

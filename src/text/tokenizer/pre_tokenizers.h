@@ -1,7 +1,8 @@
 #pragma once
 // Pre-tokenizers: cut normalized text into the words the model tokenizes one by one
 // (Hugging Face's ByteLevel, Split, Digits, Metaspace, Whitespace, WhitespaceSplit,
-// Punctuation, CharDelimiterSplit, BertPreTokenizer, Sequence).
+// Punctuation, CharDelimiterSplit, BertPreTokenizer, FixedLength, Sequence; UnicodeScripts
+// is an error).
 #include <nlohmann/json_fwd.hpp>
 
 #include <memory>

@@ -10,6 +10,9 @@ namespace fathom::tok {
 namespace {
 
 constexpr std::string_view kWhiteSpaceClassBody = "\\t-\\r\\x{85}\\p{Z}";
+// Oniguruma's Unicode \w (UTS #18's word class): PCRE2's UCP \w is [\p{L}\p{N}_], which
+// takes in No (², ①) and leaves out combining marks (the U+0301 of "cafe\u0301").
+constexpr std::string_view kWordClassBody = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}";
 
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buf[256];
@@ -61,6 +64,11 @@ std::string onig_compatible_pattern(std::string_view p) {
         else out.append("[").append(kWhiteSpaceClassBody).append("]");
       } else if (e == 'S' && !in_class) {
         out.append("[^").append(kWhiteSpaceClassBody).append("]");
+      } else if (e == 'w') {
+        if (in_class) out.append(kWordClassBody);
+        else out.append("[").append(kWordClassBody).append("]");
+      } else if (e == 'W' && !in_class) {
+        out.append("[^").append(kWordClassBody).append("]");
       } else {
         out.push_back(c);
         out.push_back(e);

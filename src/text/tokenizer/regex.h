@@ -1,8 +1,9 @@
 #pragma once
 // Regular expressions for the tokenizer's Split, Replace and ByteLevel steps, on PCRE2
-// (UTF + UCP, JIT-compiled). Patterns are Hugging Face's, written for Oniguruma; the
-// one place where the two engines differ on these patterns (\s: PCRE2 also matches
-// U+180E) is rewritten to Oniguruma's meaning, the White_Space property.
+// (UTF + UCP, JIT-compiled). Patterns are Hugging Face's, written for Oniguruma; where
+// the two engines differ on these patterns the class is rewritten to Oniguruma's
+// meaning: \s (PCRE2 also matches U+180E) becomes the White_Space property, \w (PCRE2
+// takes in No, such as ², and leaves out marks) Alphabetic, marks, Nd, Pc and joiners.
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -33,7 +34,7 @@ class Regex {
   std::shared_ptr<const Code> code_;
 };
 
-// Rewrites \s and \S to Oniguruma's White_Space meaning (exposed for tests).
+// Rewrites \s, \S, \w and \W to their Oniguruma meaning (exposed for tests).
 std::string onig_compatible_pattern(std::string_view pattern);
 
 }  // namespace fathom::tok

@@ -20,27 +20,6 @@ bool is_ascii(std::string_view s) {
 
 utf8proc_category_t category(char32_t c) { return utf8proc_category(utf8proc_int32_t(c)); }
 
-bool is_cased(char32_t c) {
-  const auto cat = category(c);
-  if (cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT) return true;
-  // Other_Lowercase / Other_Uppercase letters and symbols that still change case.
-  return utf8proc_tolower(utf8proc_int32_t(c)) != utf8proc_int32_t(c) ||
-         utf8proc_toupper(utf8proc_int32_t(c)) != utf8proc_int32_t(c);
-}
-
-bool is_case_ignorable(char32_t c) {
-  switch (category(c)) {
-    case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_ME:
-    case UTF8PROC_CATEGORY_CF:
-    case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_SK:
-      return true;
-    default:
-      return c == U'\'' || c == U'.' || c == U':' || c == U'^' || c == U'`' || c == 0x00B7 || c == 0x2019;
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -101,29 +80,8 @@ std::string lowercase(std::string_view s) {
   while (pos < s.size()) {
     const size_t start = pos;
     const char32_t c = next_code_point(s, pos);
-    if (c == 0x0130) {  // İ: the only unconditional multi-character lowercase mapping
+    if (c == 0x0130) {  // İ: the only unconditional multi-character lowercase mapping (SpecialCasing)
       out.append("i\xCC\x87");
-      continue;
-    }
-    if (c == 0x03A3) {  // Σ: final form when it ends a word (Unicode's Final_Sigma condition)
-      bool cased_before = false, cased_after = false;
-      for (size_t i = start; i > 0;) {
-        size_t j = i - 1;
-        while (j > 0 && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) --j;
-        size_t k = j;
-        const char32_t p = next_code_point(s, k);
-        i = j;
-        if (is_case_ignorable(p)) continue;
-        cased_before = is_cased(p);
-        break;
-      }
-      for (size_t k = pos; k < s.size();) {
-        const char32_t n = next_code_point(s, k);
-        if (is_case_ignorable(n)) continue;
-        cased_after = is_cased(n);
-        break;
-      }
-      append_utf8(out, cased_before && !cased_after ? char32_t(0x03C2) : char32_t(0x03C3));
       continue;
     }
     append_utf8(out, char32_t(utf8proc_tolower(utf8proc_int32_t(c))));
@@ -170,6 +128,21 @@ bool is_word_char(char32_t c) {
 bool is_combining_mark(char32_t c) {
   const auto cat = category(c);
   return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME;
+}
+
+bool is_nonspacing_mark(char32_t c) { return c >= 0x300 && category(c) == UTF8PROC_CATEGORY_MN; }
+
+bool is_other(char32_t c) {
+  switch (category(c)) {
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CS:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace fathom::tok

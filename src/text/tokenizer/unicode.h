@@ -11,8 +11,8 @@ enum class NormalForm { NFC, NFD, NFKC, NFKD };
 
 std::string normalize_unicode(std::string_view s, NormalForm form);
 
-// Full lowercase mapping as Rust's str::to_lowercase: İ becomes "i̇", and a capital sigma
-// at the end of a word becomes ς.
+// Hugging Face's Lowercase: each character through Rust's char::to_lowercase, without
+// context, so İ becomes "i̇" and a capital sigma is always σ (never the final ς).
 std::string lowercase(std::string_view s);
 
 // Rust's char::is_whitespace: the White_Space property.
@@ -23,5 +23,10 @@ bool is_numeric(char32_t c);
 bool is_word_char(char32_t c);
 // General category M (Mn, Mc, Me).
 bool is_combining_mark(char32_t c);
+// General category Mn: what Hugging Face's StripAccents removes (after NFD).
+bool is_nonspacing_mark(char32_t c);
+// General category C (Cc, Cf, Cn, Co, Cs): Rust's unicode_categories is_other, the
+// "control" characters BertNormalizer's clean_text drops.
+bool is_other(char32_t c);
 
 }  // namespace fathom::tok
