@@ -13,7 +13,10 @@ add_library(fathom_text_tokenizer STATIC
   src/text/tokenizer/split.cpp
   src/text/tokenizer/normalizers.cpp
   src/text/tokenizer/pre_tokenizers.cpp
+  src/text/tokenizer/model.cpp
   src/text/tokenizer/bpe_model.cpp
+  src/text/tokenizer/word_models.cpp
+  src/text/tokenizer/unigram_model.cpp
   src/text/tokenizer/added_tokens.cpp
   src/text/tokenizer/post_processors.cpp
   src/text/tokenizer/decoders.cpp

@@ -49,14 +49,21 @@ TEST(TokenizerErrors, MissingOrUnsupportedModel) {
   j.erase("model");
   EXPECT_ERROR_HAS(error_of(j), "missing field \"model\"");
   j = minimal();
-  j["model"]["type"] = "Unigram";
-  EXPECT_ERROR_HAS(error_of(j), "unsupported model type \"Unigram\"");
+  j["model"]["type"] = "Markov";
+  EXPECT_ERROR_HAS(error_of(j), "unsupported model type \"Markov\"");
+  j = minimal();
+  j["model"] = {{"type", "Unigram"}, {"vocab", json::array({json::array({"a", -1.0}), "b"})}};
+  EXPECT_ERROR_HAS(error_of(j), "Unigram model: vocab[1] must be [piece, score]");
+  j["model"] = {{"type", "Unigram"}, {"vocab", json::array({json::array({"a", -1.0})})}, {"unk_id", 3}};
+  EXPECT_ERROR_HAS(error_of(j), "Unigram model: unk_id 3 is beyond the 1 pieces");
+  j["model"] = {{"type", "WordPiece"}, {"vocab", {{"a", -2}}}};
+  EXPECT_ERROR_HAS(error_of(j), "WordPiece model: the id of vocab token \"a\" must be a token id");
   j = minimal();
   j["model"].erase("vocab");
   EXPECT_ERROR_HAS(error_of(j), "BPE model: missing field \"vocab\"");
   j = minimal();
-  j["model"]["dropout"] = 0.1;
-  EXPECT_ERROR_HAS(error_of(j), "dropout is not supported");
+  j["model"]["dropout"] = 1.5;
+  EXPECT_ERROR_HAS(error_of(j), "dropout must be null or a probability in [0, 1], got 1.5");
 }
 
 TEST(TokenizerErrors, BadMerges) {
@@ -85,8 +92,8 @@ TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
   j["pre_tokenizer"] = {{"type", "UnicodeScripts"}};
   EXPECT_ERROR_HAS(error_of(j), "unsupported pre_tokenizer type \"UnicodeScripts\"");
   j = minimal();
-  j["decoder"] = {{"type", "CTC"}};
-  EXPECT_ERROR_HAS(error_of(j), "unsupported decoder type \"CTC\"");
+  j["decoder"] = {{"type", "Telepathy"}};
+  EXPECT_ERROR_HAS(error_of(j), "unsupported decoder type \"Telepathy\"");
   j = minimal();
   j["post_processor"] = {{"type", "Mystery"}};
   EXPECT_ERROR_HAS(error_of(j), "unsupported post_processor type \"Mystery\"");

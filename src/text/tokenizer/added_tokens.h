@@ -11,7 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "text/tokenizer/bpe_model.h"
+#include "text/tokenizer/model.h"  // StringHash
 
 namespace fathom::tok {
 

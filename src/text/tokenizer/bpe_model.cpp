@@ -58,15 +58,15 @@ void BpeModel::MergeTable::insert_or_assign(uint64_t key, Merge m) {
 }
 
 std::unique_ptr<BpeModel> BpeModel::from_json(const json& j) {
-  check(j.is_object(), "tokenizer.json: \"model\" must be an object");
-  const auto type = optional_string(j, "type", "model");
-  check(!type || *type == "BPE", "unsupported model type \"", type.value_or(""), "\" (fathom supports BPE)");
   auto model = std::make_unique<BpeModel>();
   BpeModel& m = *model;
 
+  // Dropout skips merges at random to augment training data; at inference the merges are
+  // all applied (fathom is deterministic), so only its range is checked.
   const auto dropout = j.find("dropout");
-  check(dropout == j.end() || dropout->is_null() || (dropout->is_number() && dropout->get<double>() == 0.0), kWhat,
-        ": dropout is not supported");
+  check(dropout == j.end() || dropout->is_null() ||
+            (dropout->is_number() && dropout->get<double>() >= 0.0 && dropout->get<double>() <= 1.0),
+        kWhat, ": dropout must be null or a probability in [0, 1], got ", dropout == j.end() ? "" : dropout->dump());
 
   const json& vocab = require_field(j, "vocab", kWhat);
   check(vocab.is_object(), kWhat, ": \"vocab\" must be an object of token -> id");

@@ -1,7 +1,8 @@
 #pragma once
 // The BPE model of tokenizer.json: vocabulary, ranked merges, and the options Hugging
 // Face's BPE has (unk_token, fuse_unk, byte_fallback, continuing_subword_prefix,
-// end_of_word_suffix, ignore_merges). Merging is rank-ordered with a heap over a
+// end_of_word_suffix, ignore_merges; dropout is read and ignored: inference is
+// deterministic). Merging is rank-ordered with a heap over a
 // linked list of symbols, so a word of n characters costs O(n log n).
 #include <nlohmann/json_fwd.hpp>
 
@@ -14,26 +15,21 @@
 #include <unordered_map>
 #include <vector>
 
+#include "text/tokenizer/model.h"
+
 namespace fathom::tok {
 
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
-using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
-
-class BpeModel {
+class BpeModel final : public Model {
  public:
-  // `j` is tokenizer.json's "model" object; its type must be "BPE".
+  // `j` is tokenizer.json's "model" object of type "BPE".
   static std::unique_ptr<BpeModel> from_json(const nlohmann::json& j);
 
-  // Appends the ids of one pre-tokenized word.
-  void tokenize(std::string_view word, std::vector<int32_t>& out) const;
+  void tokenize(std::string_view word, std::vector<int32_t>& out) const override;
 
-  std::optional<int32_t> token_to_id(std::string_view token) const;
-  const std::string* id_to_token(int32_t id) const;  // nullptr when the id has no token
-  int64_t vocab_size() const { return int64_t(vocab_.size()); }
-  int32_t max_id() const { return int32_t(id_to_token_.size()) - 1; }
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
+  const std::string* id_to_token(int32_t id) const override;
+  int64_t vocab_size() const override { return int64_t(vocab_.size()); }
+  int32_t max_id() const override { return int32_t(id_to_token_.size()) - 1; }
 
  private:
   struct Merge {

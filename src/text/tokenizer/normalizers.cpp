@@ -237,8 +237,8 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j) {
   }
   if (type == "Nmt") return std::make_unique<NmtNormalizer>();
   if (type == "Precompiled")
-    fail(what, ": SentencePiece's precompiled character map (precompiled_charsmap) is not supported; "
-               "fathom reads tokenizer.json pipelines built from named steps (NFKC, Replace, ...)");
+    fail("unsupported normalizer type \"Precompiled\": SentencePiece's compiled character map "
+         "(precompiled_charsmap) is not implemented; fathom reads pipelines of named steps (NFKC, Replace, ...)");
   if (type == "ByteLevel") return std::make_unique<ByteLevelNormalizer>();
   if (type == "Sequence") {
     const json& list = require_field(j, "normalizers", what);

@@ -244,8 +244,8 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j) {
     return std::make_unique<FixedLengthPre>(size_t(length));
   }
   if (type == "UnicodeScripts")
-    fail(what, " is not supported: it splits by Unicode Script, a property fathom has no table of "
-               "(no decoder-only LLM tokenizer uses it)");
+    fail("unsupported pre_tokenizer type \"UnicodeScripts\": it splits by the Unicode Script property, "
+         "which fathom has no table of (no decoder-only LLM tokenizer uses it)");
   if (type == "Whitespace") return std::make_unique<WhitespacePre>();
   if (type == "WhitespaceSplit") return std::make_unique<PredicatePre>(is_whitespace, SplitBehavior::Removed);
   if (type == "Punctuation") {

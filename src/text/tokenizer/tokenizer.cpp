@@ -6,7 +6,7 @@
 
 #include "io/json_file.h"
 #include "text/tokenizer/added_tokens.h"
-#include "text/tokenizer/bpe_model.h"
+#include "text/tokenizer/model.h"
 #include "text/tokenizer/decoders.h"
 #include "text/tokenizer/json_util.h"
 #include "text/tokenizer/normalizers.h"
@@ -22,7 +22,7 @@ using tok::json;
 struct Tokenizer::Impl {
   std::unique_ptr<tok::Normalizer> normalizer;
   std::unique_ptr<tok::PreTokenizer> pre_tokenizer;
-  std::unique_ptr<tok::BpeModel> model;
+  std::unique_ptr<tok::Model> model;
   tok::AddedVocabulary added;
   std::unique_ptr<tok::PostProcessor> post_processor;
   std::unique_ptr<tok::Decoder> decoder;
@@ -106,7 +106,7 @@ Tokenizer Tokenizer::build(std::string_view tokenizer_json, std::string_view con
   };
   impl->normalizer = tok::make_normalizer(field("normalizer"));
   impl->pre_tokenizer = tok::make_pre_tokenizer(field("pre_tokenizer"));
-  impl->model = tok::BpeModel::from_json(tok::require_field(j, "model", "tokenizer.json"));
+  impl->model = tok::make_model(tok::require_field(j, "model", "tokenizer.json"));
   impl->decoder = tok::make_decoder(field("decoder"));
   impl->post_processor = tok::make_post_processor(field("post_processor"));
   check(field("truncation").is_null(), "tokenizer.json: truncation is not supported (it must be null)");
