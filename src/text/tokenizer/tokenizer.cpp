@@ -29,10 +29,15 @@ struct Tokenizer::Impl {
   std::string bos_token, eos_token;
   std::optional<int32_t> bos_id, eos_id;
   std::vector<bool> special_by_id;  // Hugging Face skips a token on decode when its string is special
+  // The string each id decodes from (nullptr: none), filled once the vocabularies are
+  // final: decode looks ids up here instead of asking the added tokens and the model.
+  std::vector<const std::string*> string_by_id;
   int64_t vocab_size = 0;
 
-  // The string an id decodes from, or nullptr.
   const std::string* token_string(int32_t id) const {
+    return id >= 0 && size_t(id) < string_by_id.size() ? string_by_id[size_t(id)] : nullptr;
+  }
+  const std::string* lookup_token_string(int32_t id) const {
     if (const std::string* s = added.decode_form(id)) return s;
     return model->id_to_token(id);
   }
@@ -156,9 +161,11 @@ Tokenizer Tokenizer::build(std::string_view tokenizer_json, std::string_view con
   tok::check_id_space(max_id, size_t(impl->model->vocab_size()) + impl->added.tokens().size(),
                       "tokenizer.json added_tokens");
   impl->special_by_id.assign(size_t(max_id + 1), false);
+  impl->string_by_id.assign(size_t(max_id + 1), nullptr);
   int64_t distinct = 0;
   for (int32_t id = 0; id <= max_id; ++id) {
-    const std::string* s = impl->token_string(id);
+    const std::string* s = impl->lookup_token_string(id);
+    impl->string_by_id[size_t(id)] = s;
     if (!s) continue;
     ++distinct;
     impl->special_by_id[size_t(id)] = impl->added.is_special_content(*s);
