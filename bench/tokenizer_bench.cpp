@@ -4,6 +4,9 @@
 //   scripts/fetch_tokenizers.sh
 //   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build tokenizer_bench
 //   build/tokenizer_bench [--mb 4] [--reps 3] [--tokenizers DIR] [--only qwen3,llama3_1,gemma3]
+// --only takes any tokenizer folders fetch_tokenizers.sh wrote (the sweep's too: claude,
+// deepseek_v3, gemini, gpt35turbo, gpt4o, gptoss, llama2, llama3); the default is the
+// primary three.
 //
 // Corpora (each repeated until it holds --mb megabytes, then cut into documents of at
 // most 64 KiB at line ends, as prompts are):
