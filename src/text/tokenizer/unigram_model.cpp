@@ -1,7 +1,6 @@
 #include "text/tokenizer/unigram_model.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "text/tokenizer/json_util.h"
 
@@ -22,9 +21,10 @@ class UnigramModel final : public Model {
       : pieces_(std::move(pieces)), scores_(std::move(scores)), unk_id_(unk_id), byte_fallback_(byte_fallback) {
     ids_.reserve(pieces_.size());
     for (size_t i = 0; i < pieces_.size(); ++i) {
-      ids_.emplace(pieces_[i], int32_t(i));  // a repeated piece keeps its last id, as Hugging Face's map does
-      max_piece_bytes_ = std::max(max_piece_bytes_, pieces_[i].size());
+      ids_[pieces_[i]] = int32_t(i);  // a repeated piece keeps its last id, as Hugging Face's map does
+      sorted_.push_back(pieces_[i]);
     }
+    std::sort(sorted_.begin(), sorted_.end());
     min_score_ = scores_.empty() ? 0.0 : *std::min_element(scores_.begin(), scores_.end());
   }
 
@@ -71,10 +71,15 @@ class UnigramModel final : public Model {
       const double here = best[start].score;
       const size_t char_len = std::min(utf8_length(static_cast<unsigned char>(w[start])), n - start);
       bool single_char_piece = false;
-      for (size_t end = start + 1; end <= n && end - start <= max_piece_bytes_; ++end) {
-        if (end < n && (static_cast<unsigned char>(w[end]) & 0xC0) == 0x80) continue;  // pieces end on characters
-        const auto it = ids_.find(w.substr(start, end - start));
-        if (it == ids_.end()) continue;
+      // Longer and longer prefixes of the rest, while some piece starts with them (the
+      // common-prefix search of Hugging Face's trie, on the sorted pieces).
+      auto from = sorted_.begin();
+      for (size_t end = start + 1; end <= n; ++end) {
+        const std::string_view prefix = w.substr(start, end - start);
+        from = std::lower_bound(from, sorted_.end(), prefix);
+        if (from == sorted_.end() || from->substr(0, prefix.size()) != prefix) break;
+        if (*from != prefix) continue;
+        const auto it = ids_.find(prefix);
         const double candidate = here + scores_[size_t(it->second)];
         Node& node = best[end];
         if (node.starts_at < 0 || candidate > node.score) node = {candidate, int64_t(start), it->second};
@@ -124,9 +129,9 @@ class UnigramModel final : public Model {
   std::vector<std::string> pieces_;
   std::vector<double> scores_;
   Vocab ids_;
+  std::vector<std::string_view> sorted_;  // the pieces in byte order, for prefix search
   std::optional<int32_t> unk_id_;
   bool byte_fallback_;
-  size_t max_piece_bytes_ = 0;
   double min_score_ = 0;
 };
 
