@@ -78,6 +78,12 @@ TEST_P(IncrementalFixture, HoldsBackPartialCharacters) {
 
 INSTANTIATE_TEST_SUITE_P(Real, IncrementalFixture, ::testing::Values("qwen3", "llama3_1", "gemma3"),
                          [](const auto& info) { return info.param; });
+// Every other tokenizer of the sweep: ByteLevel, ByteFallback + Strip (Llama 2), NFKC
+// (Claude) decoders stream the same text as decode does.
+INSTANTIATE_TEST_SUITE_P(Sweep, IncrementalFixture,
+                         ::testing::ValuesIn(std::vector<std::string>(std::begin(testing::kSweepTokenizers),
+                                                                      std::end(testing::kSweepTokenizers))),
+                         [](const auto& info) { return info.param; });
 
 // Byte-fallback tokens: an emoji given as four <0x..> tokens appears only when whole.
 TEST(IncrementalDetokenizer, ByteFallbackEmojiAppearsWhole) {
