@@ -16,8 +16,8 @@ tokenizer.json pipeline), and writes <out>/<name>.json:
            plus "tokenizers": {...} with the raw pipeline's answers where they differ.
   decode_cases: {ids, decoded, decoded_skip} for id sequences that are not the
            encoding of any string: random ids (added tokens included) and slices of
-           encodings that cut multi-byte characters apart.
-
+           encodings that cut multi-byte characters apart; tokenizers_decoded and
+           tokenizers_decoded_skip where the raw pipeline decodes differently.
   chat:    for a tokenizer with a chat template: apply_chat_template renderings of
            make_chat_template_fixtures.py's generic conversations (system prompts,
            tools, tool calls and results) and the ids of each rendering.
@@ -32,8 +32,11 @@ Usage (needs transformers + tokenizers; run where they are installed):
       --out tests/fixtures/tokenizer --components [--only NAME ...]
 
 The committed fixtures were made on the GPU machine (transformers 5.17.0, tokenizers
-0.23.2, CPU only): .cache/tokenizers was carried there as a tar.xz under .cache/ (an
-ignored path), unpacked to /tmp, and this script wrote its output to $OUT.
+0.23.2, CPU only): the tokenizer folders were carried there as an xz tarball under
+.cache/ (an ignored path; the tree that travels is capped at 64 MiB, so the sweep went
+in two runs of a few folders each, one process per tokenizer), unpacked to /tmp, and
+this script wrote its output to $OUT. transformers is the reference, except where its
+tokenizer class rebuilds tokenizer.json's pipeline (see tests/fixtures/tokenizer/README.md).
 """
 
 import argparse
