@@ -93,8 +93,12 @@ int64_t MemoryContract::kv_bytes(int64_t tokens, int64_t chunk) const {
   const int64_t final_bytes = scheme.bytes_at(c, tokens, plain, in_.sliding_step);
   const int64_t start = scheme.quantized_kv_start();
   if (start <= 0 || tokens < start || scheme.kind() == KvScheme::Kind::bf16) return final_bytes;
-  // The cache converts at the first step boundary at or past the start.
-  const int64_t n = std::min(tokens, start + effective_chunk(chunk) - 1);
+  // The cache converts at the first step boundary at or past the start: a
+  // multiple of the step when prefill chunks are whole steps (decode steps
+  // are single tokens and land on the start itself), else within a step of it.
+  const int64_t step = effective_chunk(chunk);
+  const int64_t boundary = chunk % step == 0 ? (start + step - 1) / step * step : start + step - 1;
+  const int64_t n = std::min(tokens, boundary);
   int64_t largest_layer = 0, widest_row = 0;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     if (!c.owns_kv(i)) continue;
