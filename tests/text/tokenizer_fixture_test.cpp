@@ -18,83 +18,71 @@ using testing::ids_of;
 using testing::real_tokenizer;
 using testing::show;
 
-class TokenizerFixture : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(TokenizerFixture, EncodeWithoutSpecialTokens) {
-  const Tokenizer* tok = real_tokenizer(GetParam());
-  ASSERT_NE(tok, nullptr);
-  const auto& cases = fixture(GetParam())["cases"];
+void encode_without_special_tokens(const std::string& name, const Tokenizer* tok) {
+  const auto& cases = fixture(name)["cases"];
   ASSERT_GE(cases.size(), 200u);
   int failures = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string text = cases[i]["text"];
     const auto got = tok->encode(text, false);
-    if (got != ids_of(expected(GetParam(), cases[i], "ids")) && ++failures <= 20)
-      ADD_FAILURE() << GetParam() << " case " << i << " " << show(text) << ": ids differ from transformers ("
+    if (got != ids_of(expected(name, cases[i], "ids")) && ++failures <= 20)
+      ADD_FAILURE() << name << " case " << i << " " << show(text) << ": ids differ from transformers ("
                     << got.size() << " vs " << cases[i]["ids"].size() << " ids)";
   }
   EXPECT_EQ(failures, 0) << failures << " of " << cases.size() << " cases differ";
 }
 
-TEST_P(TokenizerFixture, EncodeWithSpecialTokens) {
-  const Tokenizer* tok = real_tokenizer(GetParam());
-  ASSERT_NE(tok, nullptr);
-  const auto& cases = fixture(GetParam())["cases"];
+void encode_with_special_tokens(const std::string& name, const Tokenizer* tok) {
+  const auto& cases = fixture(name)["cases"];
   int failures = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string text = cases[i]["text"];
     const auto got = tok->encode(text, true);
-    if (got != ids_of(expected(GetParam(), cases[i], "ids_special")) && ++failures <= 20)
-      ADD_FAILURE() << GetParam() << " case " << i << " " << show(text) << ": ids (add_special_tokens) differ";
+    if (got != ids_of(expected(name, cases[i], "ids_special")) && ++failures <= 20)
+      ADD_FAILURE() << name << " case " << i << " " << show(text) << ": ids (add_special_tokens) differ";
   }
   EXPECT_EQ(failures, 0) << failures << " of " << cases.size() << " cases differ";
 }
 
-TEST_P(TokenizerFixture, DecodeMatchesTransformers) {
-  const Tokenizer* tok = real_tokenizer(GetParam());
-  ASSERT_NE(tok, nullptr);
-  const auto& cases = fixture(GetParam())["cases"];
+void decode_matches_reference(const std::string& name, const Tokenizer* tok) {
+  const auto& cases = fixture(name)["cases"];
   int failures = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
-    auto want = [&](const char* key) { return expected(GetParam(), c, key).get<std::string>(); };
-    const auto ids = ids_of(expected(GetParam(), c, "ids"));
-    const auto ids_special = ids_of(expected(GetParam(), c, "ids_special"));
+    auto want = [&](const char* key) { return expected(name, c, key).get<std::string>(); };
+    const auto ids = ids_of(expected(name, c, "ids"));
+    const auto ids_special = ids_of(expected(name, c, "ids_special"));
     const std::pair<std::string, std::string> checks[] = {
         {tok->decode(ids), want("decoded")},
         {tok->decode(ids_special), want("decoded_special")},
         {tok->decode(ids_special, /*skip_special_tokens=*/true), want("decoded_skip")}};
     for (const auto& [got, want] : checks)
       if (got != want && ++failures <= 20)
-        ADD_FAILURE() << GetParam() << " case " << i << ": decoded " << show(got) << ", transformers " << show(want);
+        ADD_FAILURE() << name << " case " << i << ": decoded " << show(got) << ", transformers " << show(want);
   }
   EXPECT_EQ(failures, 0);
 }
 
-TEST_P(TokenizerFixture, DecodeArbitraryIds) {
-  const Tokenizer* tok = real_tokenizer(GetParam());
-  ASSERT_NE(tok, nullptr);
-  const auto& cases = fixture(GetParam())["decode_cases"];
+void decode_arbitrary_ids(const std::string& name, const Tokenizer* tok) {
+  const auto& cases = fixture(name)["decode_cases"];
   ASSERT_GE(cases.size(), 100u);
   int failures = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto ids = ids_of(cases[i]["ids"]);
     const std::string got = tok->decode(ids), got_skip = tok->decode(ids, true);
-    const std::string want = expected(GetParam(), cases[i], "decoded");
-    const std::string want_skip = expected(GetParam(), cases[i], "decoded_skip");
+    const std::string want = expected(name, cases[i], "decoded");
+    const std::string want_skip = expected(name, cases[i], "decoded_skip");
     if (got != want && ++failures <= 20)
-      ADD_FAILURE() << GetParam() << " decode case " << i << ": " << show(got) << " vs " << show(want);
+      ADD_FAILURE() << name << " decode case " << i << ": " << show(got) << " vs " << show(want);
     if (got_skip != want_skip && ++failures <= 20)
-      ADD_FAILURE() << GetParam() << " decode case " << i << " (skip special): " << show(got_skip) << " vs "
+      ADD_FAILURE() << name << " decode case " << i << " (skip special): " << show(got_skip) << " vs "
                     << show(want_skip);
   }
   EXPECT_EQ(failures, 0);
 }
 
-TEST_P(TokenizerFixture, VocabularyAndSpecialTokens) {
-  const Tokenizer* tok = real_tokenizer(GetParam());
-  ASSERT_NE(tok, nullptr);
-  const auto& meta = fixture(GetParam())["meta"];
+void vocabulary_and_special_tokens(const std::string& name, const Tokenizer* tok) {
+  const auto& meta = fixture(name)["meta"];
   EXPECT_EQ(tok->vocab_size(), meta["len"].get<int64_t>());
   EXPECT_EQ(tok->bos_token(), meta["bos_token"].is_null() ? "" : meta["bos_token"].get<std::string>());
   EXPECT_EQ(tok->eos_token(), meta["eos_token"].is_null() ? "" : meta["eos_token"].get<std::string>());
@@ -106,13 +94,42 @@ TEST_P(TokenizerFixture, VocabularyAndSpecialTokens) {
   // The ids transformers' backend treats as special (skipped by skip_special_tokens).
   EXPECT_EQ(tok->special_ids(), ids_of(meta["pipeline"]["special_added_ids"]));
   EXPECT_EQ(tok->vocab_size(), meta["raw_vocab_size_with_added"].get<int64_t>());
-  for (const auto& [id, token] : fixture(GetParam())["id_to_token"].items()) {
+  for (const auto& [id, token] : fixture(name)["id_to_token"].items()) {
     const int32_t i = std::stoi(id);
     EXPECT_EQ(tok->id_to_token(i), token.get<std::string>()) << "id " << i;
     EXPECT_EQ(tok->token_to_id(token.get<std::string>()), i) << token;
   }
   EXPECT_THROW(tok->id_to_token(int32_t(tok->vocab_size()) + 1000), Error);
   EXPECT_FALSE(tok->token_to_id("this is surely not a token \x01"));
+}
+
+// One test per tokenizer (each ctest process loads the tokenizer and its fixture once).
+class TokenizerFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TokenizerFixture, MatchesHuggingFace) {
+  const std::string& name = GetParam();
+  const Tokenizer* tok = real_tokenizer(name);
+  ASSERT_NE(tok, nullptr);
+  {
+    SCOPED_TRACE("encode, add_special_tokens=False");
+    encode_without_special_tokens(name, tok);
+  }
+  {
+    SCOPED_TRACE("encode, add_special_tokens=True");
+    encode_with_special_tokens(name, tok);
+  }
+  {
+    SCOPED_TRACE("decode of the cases' ids");
+    decode_matches_reference(name, tok);
+  }
+  {
+    SCOPED_TRACE("decode of arbitrary ids");
+    decode_arbitrary_ids(name, tok);
+  }
+  {
+    SCOPED_TRACE("vocabulary and special tokens");
+    vocabulary_and_special_tokens(name, tok);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Real, TokenizerFixture, ::testing::ValuesIn(std::vector<std::string>(std::begin(testing::kRealTokenizers), std::end(testing::kRealTokenizers))),

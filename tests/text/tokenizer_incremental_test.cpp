@@ -30,12 +30,8 @@ std::string stream(const Tokenizer& tok, const std::vector<int32_t>& ids, bool s
   return all + rest;
 }
 
-class IncrementalFixture : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(IncrementalFixture, ChunksAreWholeCharactersAndAddUpToDecode) {
-  const Tokenizer* tok = real_tokenizer(GetParam());
-  ASSERT_NE(tok, nullptr);
-  const auto& cases = fixture(GetParam())["cases"];
+void chunks_are_whole_characters_and_add_up_to_decode(const std::string& name, const Tokenizer* tok) {
+  const auto& cases = fixture(name)["cases"];
   int failures = 0, bad_chunks = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     for (const char* key : {"ids", "ids_special"}) {
@@ -44,7 +40,7 @@ TEST_P(IncrementalFixture, ChunksAreWholeCharactersAndAddUpToDecode) {
         const std::string want = tok->decode(ids, skip);
         const std::string got = stream(*tok, ids, skip, &bad_chunks);
         if (got != want && ++failures <= 10)
-          ADD_FAILURE() << GetParam() << " case " << i << " (" << key << ", skip=" << skip << "): streamed "
+          ADD_FAILURE() << name << " case " << i << " (" << key << ", skip=" << skip << "): streamed "
                         << show(got) << ", decode " << show(want);
       }
     }
@@ -54,9 +50,7 @@ TEST_P(IncrementalFixture, ChunksAreWholeCharactersAndAddUpToDecode) {
 }
 
 // Text is held back while a character is incomplete and released when it completes.
-TEST_P(IncrementalFixture, HoldsBackPartialCharacters) {
-  const Tokenizer* tok = real_tokenizer(GetParam());
-  ASSERT_NE(tok, nullptr);
+void holds_back_partial_characters(const Tokenizer* tok) {
   int split_chars = 0;
   for (const std::string text : {"𠀀𠀁𠀂 rare CJK", "👨‍👩‍👧‍👦 family 🏳️‍🌈", "龘靐齉齾", "\U0010fffd plane 16", "日本語のテキスト"}) {
     const auto ids = tok->encode(text, false);
@@ -74,6 +68,22 @@ TEST_P(IncrementalFixture, HoldsBackPartialCharacters) {
     EXPECT_EQ(all, text);
   }
   EXPECT_GT(split_chars, 0) << "no token in these strings split a character; the test proves nothing";
+}
+
+// One test per tokenizer: each ctest process loads the tokenizer and its fixture once.
+class IncrementalFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(IncrementalFixture, StreamsWhatDecodeGives) {
+  const Tokenizer* tok = real_tokenizer(GetParam());
+  ASSERT_NE(tok, nullptr);
+  {
+    SCOPED_TRACE("every fixture case streamed");
+    chunks_are_whole_characters_and_add_up_to_decode(GetParam(), tok);
+  }
+  {
+    SCOPED_TRACE("partial characters held back");
+    holds_back_partial_characters(tok);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Real, IncrementalFixture, ::testing::Values("qwen3", "llama3_1", "gemma3"),
