@@ -134,9 +134,6 @@ TEST(TokenizerErrors, BadComponentFields) {
   j = minimal();
   j["added_tokens"] = json::array({{{"content", "<x>"}, {"id", "7"}}});
   EXPECT_ERROR_HAS(error_of(j), "added_tokens[0]: \"id\" must be a token id, an integer in [0, 16777215], got \"7\"");
-  j = minimal();
-  j["truncation"] = {{"max_length", 10}};
-  EXPECT_ERROR_HAS(error_of(j), "truncation is not supported");
 }
 
 TEST(TokenizerErrors, LoadNamesTheFolder) {

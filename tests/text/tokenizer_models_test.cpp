@@ -125,6 +125,14 @@ TEST(PostProcessorRule, TheFilesPostProcessorWinsOverAddBosToken) {
   EXPECT_EQ(none.encode("ab", false), (I{2}));
 }
 
+TEST(TokenizerFile, TruncationAndPaddingAreIgnoredAsTransformersDoes) {
+  json j = bpe_tokenizer(nullptr);
+  j["truncation"] = {{"direction", "Right"}, {"max_length", 2}, {"strategy", "LongestFirst"}, {"stride", 0}};
+  j["padding"] = {{"strategy", {{"Fixed", 8}}}, {"direction", "Right"}, {"pad_id", 3}, {"pad_token", "<s>"}};
+  const Tokenizer tok = Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("abababa", false), (I{2, 2, 2, 0}));  // neither cut to 2 nor padded to 8
+}
+
 TEST(RegexWordClass, MeansOniguruma) {
   EXPECT_EQ(onig_compatible_pattern("\\w+"), "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]+");
   EXPECT_EQ(onig_compatible_pattern("[^\\w\\s]"), "[^\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}\\t-\\r\\x{85}\\p{Z}]");

@@ -114,7 +114,8 @@ Tokenizer Tokenizer::build(std::string_view tokenizer_json, std::string_view con
   impl->model = tok::make_model(tok::require_field(j, "model", "tokenizer.json"));
   impl->decoder = tok::make_decoder(field("decoder"));
   impl->post_processor = tok::make_post_processor(field("post_processor"));
-  check(field("truncation").is_null(), "tokenizer.json: truncation is not supported (it must be null)");
+  // "truncation" and "padding" are batch settings: transformers turns both off unless a call
+  // asks for them, so a prompt is never cut or padded by what the file says. Ignored here too.
 
   const json& added = field("added_tokens");
   check(added.is_null() || added.is_array(), "tokenizer.json: \"added_tokens\" must be an array");
