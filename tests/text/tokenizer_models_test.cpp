@@ -133,6 +133,20 @@ TEST(TokenizerFile, TruncationAndPaddingAreIgnoredAsTransformersDoes) {
   EXPECT_EQ(tok.encode("abababa", false), (I{2, 2, 2, 0}));  // neither cut to 2 nor padded to 8
 }
 
+TEST(BpeModelOptions, UnkTokenMissingFromTheVocabularyFailsOnlyWhenNeeded) {
+  const json m = {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", json::array({"a b"})},
+                  {"unk_token", "<unk>"}};
+  EXPECT_EQ(run(m, "abab"), (I{2, 2}));  // loads and encodes what the vocabulary covers, as Hugging Face
+  try {
+    run(m, "abc");
+    FAIL() << "an unknown character with an unk_token outside the vocabulary must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BPE model: \"c\" is not in the vocabulary and unk_token \"<unk>\" is not either"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(RegexWordClass, MeansOniguruma) {
   EXPECT_EQ(onig_compatible_pattern("\\w+"), "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]+");
   EXPECT_EQ(onig_compatible_pattern("[^\\w\\s]"), "[^\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}\\t-\\r\\x{85}\\p{Z}]");

@@ -92,9 +92,10 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const json& j) {
   m.byte_fallback_ = bool_or(j, "byte_fallback", false, kWhat);
   m.ignore_merges_ = bool_or(j, "ignore_merges", false, kWhat);
   if (auto unk = optional_string(j, "unk_token", kWhat)) {
-    const auto it = m.vocab_.find(*unk);
-    check(it != m.vocab_.end(), kWhat, ": unk_token \"", *unk, "\" is not in the vocabulary");
-    m.unk_id_ = it->second;
+    // Hugging Face loads an unk_token missing from the vocabulary and fails only when a
+    // word needs it; so does fathom.
+    if (const auto it = m.vocab_.find(*unk); it != m.vocab_.end()) m.unk_id_ = it->second;
+    else m.missing_unk_token_ = *unk;
   }
   if (m.byte_fallback_) {
     m.byte_ids_.assign(256, -1);
@@ -230,6 +231,8 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
         continue;
       }
     }
+    check(!missing_unk_token_, kWhat, ": \"", s, "\" is not in the vocabulary and unk_token \"",
+          missing_unk_token_.value_or(""), "\" is not either");
     if (unk_id_) {
       if (unk_pending >= 0 && fuse_unk_) {
         unk_len += int32_t(len);

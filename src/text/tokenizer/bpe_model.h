@@ -72,6 +72,7 @@ class BpeModel final : public Model {
   MergeTable merges_;
   std::vector<int32_t> char_ids_;  // id of each one-character token below U+0800 (-1: none); used without prefix/suffix
   std::optional<int32_t> unk_id_;
+  std::optional<std::string> missing_unk_token_;  // unk_token when the vocabulary lacks it
   std::string continuing_subword_prefix_;
   std::string end_of_word_suffix_;
   bool fuse_unk_ = false;
