@@ -8,6 +8,7 @@ pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 add_library(fathom_text_tokenizer STATIC
   src/text/tokenizer/utf8.cpp
   src/text/tokenizer/unicode.cpp
+  src/text/tokenizer/unicode_scripts.cpp
   src/text/tokenizer/regex.cpp
   src/text/tokenizer/byte_level.cpp
   src/text/tokenizer/split.cpp

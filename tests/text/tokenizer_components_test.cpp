@@ -152,6 +152,16 @@ std::vector<std::string> pre(const json& j, const std::string& s, bool at_start 
 }
 using V = std::vector<std::string>;
 
+TEST(PreTokenizers, UnicodeScriptsAndFixedLength) {
+  const json scripts = {{"type", "UnicodeScripts"}};
+  // Spaces join either side; kana count as Han; leading spaces (no script yet) are dropped.
+  EXPECT_EQ(pre(scripts, "  abc 漢字かなカナー def"), (V{"abc ", "漢字かなカナー ", "def"}));
+  EXPECT_EQ(pre(scripts, "Привет, мир"), (V{"Привет", ", ", "мир"}));
+  EXPECT_EQ(pre(scripts, "e\xCC\x81"), (V{"e", "\xCC\x81"}));  // a combining mark is Inherited
+  EXPECT_EQ(pre(scripts, "   "), V{});
+  EXPECT_EQ(pre({{"type", "FixedLength"}, {"length", 2}}, "añbcé"), (V{"añ", "bc", "é"}));
+}
+
 TEST(PreTokenizers, ByteLevel) {
   const json gpt2 = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}};
   EXPECT_EQ(pre(gpt2, "Hello world"), (V{"ĠHello", "Ġworld"}));

@@ -86,8 +86,8 @@ TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
   j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "Precompiled"}}})}};
   EXPECT_ERROR_HAS(error_of(j), "unsupported normalizer type \"Precompiled\"");
   j = minimal();
-  j["pre_tokenizer"] = {{"type", "UnicodeScripts"}};
-  EXPECT_ERROR_HAS(error_of(j), "unsupported pre_tokenizer type \"UnicodeScripts\"");
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({{{"type", "Syllables"}}})}};
+  EXPECT_ERROR_HAS(error_of(j), "unsupported pre_tokenizer type \"Syllables\"");
   j = minimal();
   j["decoder"] = {{"type", "Telepathy"}};
   EXPECT_ERROR_HAS(error_of(j), "unsupported decoder type \"Telepathy\"");

@@ -24,11 +24,6 @@ const json& section(const char* key) {
   return c.at(key);
 }
 
-// The one component type fathom refuses: UnicodeScripts needs a table of the Unicode
-// Script property (no decoder-only LLM tokenizer uses it). Loading it must fail with an
-// error naming the type.
-bool refused(const json& spec) { return spec.at("json").value("type", "") == "UnicodeScripts"; }
-
 // Each section holds every spec by name; a spec HF itself failed on is an error entry.
 template <typename Check>
 void for_each_spec(const char* key, size_t at_least, Check check) {
@@ -40,10 +35,8 @@ void for_each_spec(const char* key, size_t at_least, Check check) {
     SCOPED_TRACE(std::string(key) + " " + name + " " + spec.at("json").dump());
     try {
       check(name, spec);
-      EXPECT_FALSE(refused(spec)) << name << " loaded, but fathom is expected to refuse it";
     } catch (const Error& e) {
-      EXPECT_TRUE(refused(spec)) << name << ": " << e.what();
-      EXPECT_NE(std::string(e.what()).find(spec["json"]["type"].get<std::string>()), std::string::npos) << e.what();
+      ADD_FAILURE() << name << ": " << e.what();
     }
   }
 }

@@ -2,11 +2,14 @@
 
 #include <utf8proc.h>
 
+#include <optional>
+
 #include "text/tokenizer/byte_level.h"
 #include "text/tokenizer/json_util.h"
 #include "text/tokenizer/regex.h"
 #include "text/tokenizer/split.h"
 #include "text/tokenizer/unicode.h"
+#include "text/tokenizer/unicode_scripts.h"
 #include "text/tokenizer/utf8.h"
 
 namespace fathom::tok {
@@ -147,6 +150,40 @@ class WhitespacePre final : public PreTokenizer {
   Regex regex_;
 };
 
+// Hugging Face's UnicodeScripts: a piece ends where the Unicode Script changes. A space
+// (U+0020) has no script and joins either side; Hiragana, Katakana and U+30FC count as
+// Han. As there, text before the first character with a script is dropped.
+class UnicodeScriptsPre final : public PreTokenizer {
+ public:
+  UnicodeScriptsPre() : han_(script_id("Han")), hiragana_(script_id("Hiragana")), katakana_(script_id("Katakana")) {}
+  void pre_tokenize(std::vector<PreToken>& pieces) const override {
+    split_pieces(pieces, [&](const std::string& s) {
+      std::vector<size_t> cuts;
+      std::optional<int> last;
+      for (size_t pos = 0; pos < s.size();) {
+        const size_t start = pos;
+        const char32_t c = next_code_point(s, pos);
+        if (c == U' ') continue;
+        const int script = fixed_script(c, s, start);
+        if (last != script) cuts.push_back(start);
+        last = script;
+      }
+      cuts.push_back(s.size());
+      Ranges out;
+      for (size_t i = 0; i + 1 < cuts.size(); ++i) out.emplace_back(cuts[i], cuts[i + 1]);
+      return out;
+    });
+  }
+
+ private:
+  int fixed_script(char32_t c, const std::string& s, size_t pos) const {
+    if (c == 0x30FC) return han_;
+    const int script = unicode_script(s, pos);
+    return script == hiragana_ || script == katakana_ ? han_ : script;
+  }
+  int han_, hiragana_, katakana_;
+};
+
 // Pieces of `length` characters (the last may be shorter).
 class FixedLengthPre final : public PreTokenizer {
  public:
@@ -243,9 +280,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j) {
     check(length > 0, what, ": \"length\" must be positive, got ", length);
     return std::make_unique<FixedLengthPre>(size_t(length));
   }
-  if (type == "UnicodeScripts")
-    fail("unsupported pre_tokenizer type \"UnicodeScripts\": it splits by the Unicode Script property, "
-         "which fathom has no table of (no decoder-only LLM tokenizer uses it)");
+  if (type == "UnicodeScripts") return std::make_unique<UnicodeScriptsPre>();
   if (type == "Whitespace") return std::make_unique<WhitespacePre>();
   if (type == "WhitespaceSplit") return std::make_unique<PredicatePre>(is_whitespace, SplitBehavior::Removed);
   if (type == "Punctuation") {

@@ -1,8 +1,7 @@
 #pragma once
 // Pre-tokenizers: cut normalized text into the words the model tokenizes one by one
 // (Hugging Face's ByteLevel, Split, Digits, Metaspace, Whitespace, WhitespaceSplit,
-// Punctuation, CharDelimiterSplit, BertPreTokenizer, FixedLength, Sequence; UnicodeScripts
-// is an error).
+// Punctuation, CharDelimiterSplit, BertPreTokenizer, FixedLength, UnicodeScripts, Sequence).
 #include <nlohmann/json_fwd.hpp>
 
 #include <memory>
