@@ -8,6 +8,7 @@
 
 #include "engine/prefill_policy.h"
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "model/model.h"
 
 namespace fathom {
@@ -19,11 +20,20 @@ struct GenerationRequest {
   std::vector<int64_t> stop_ids;  // generation ends after emitting one of these
 };
 
+// Speculative decoding for generate(): a drafter and the most tokens it may
+// propose per target pass. Greedy requests only; with sampling, or without a
+// drafter, every step decodes one token.
+struct Speculation {
+  Drafter* drafter = nullptr;
+  int64_t draft_tokens = 4;
+};
+
 struct GenerationResult {
   std::vector<int32_t> ids;     // generated ids only
   std::string finish_reason;    // "stop" or "length"
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;  // from the first decode step to the last token
+  SpeculationStats spec;
 };
 
 // Checks every prompt id against the vocabulary; throws naming the bad one.
@@ -37,6 +47,6 @@ Tensor prefill(const Model& model, SequenceState& state, const std::vector<int32
 // Generates; on_token (optional) sees each id as it is produced and returns
 // false to stop there (finish_reason "stop", e.g. a stop string matched).
 GenerationResult generate(const Model& model, const PrefillPolicy& policy, const GenerationRequest& request,
-                          const std::function<bool(int32_t)>& on_token = {});
+                          const std::function<bool(int32_t)>& on_token = {}, const Speculation& speculation = {});
 
 }  // namespace fathom

@@ -126,6 +126,7 @@ class CodecKvLayer final : public KvLayer {
   }
 
   int64_t bytes() const override { return plain_ ? plain_->bytes() : k_.bytes() + v_.bytes(); }
+  int64_t conversion_at() const override { return plain_ ? std::max<int64_t>(start_, 1) : INT64_MAX; }
 
  private:
   CodedPlane make_plane(int bits) const {

@@ -29,6 +29,9 @@ class KvLayer {
   // Called after every prefill chunk and decode step; a layer with a delayed
   // quantization start converts here once it holds enough tokens.
   virtual void end_step() {}
+  // The length at which a delayed quantization start will convert this layer
+  // (at the end of the step that reaches it); INT64_MAX when none is pending.
+  virtual int64_t conversion_at() const { return INT64_MAX; }
   // Bytes of storage this layer holds.
   virtual int64_t bytes() const = 0;
   // What attention reads (for a rotated codec, rows are in the rotated space).

@@ -16,9 +16,22 @@ struct RecurrentState {
 
   RecurrentState(int64_t conv_dim, int64_t conv_kernel, int64_t value_heads, int64_t key_head_dim,
                  int64_t value_head_dim);
-  int64_t bytes() const { return int64_t(conv.nbytes() + matrix.nbytes()); }
+  // The state, and a checkpoint while one is held.
+  int64_t bytes() const {
+    return int64_t(conv.nbytes() + matrix.nbytes()) +
+           (saved_conv.defined() ? int64_t(saved_conv.nbytes() + saved_matrix.nbytes()) : 0);
+  }
   // Back to the empty sequence (zeros).
   void reset();
+  // A copy of the state to go back to if a speculative step is rejected (the
+  // recurrence cannot be run backwards), kept until dropped or restored.
+  void checkpoint();
+  void restore_checkpoint();
+  void drop_checkpoint();
+
+ private:
+  Tensor saved_conv, saved_matrix;
+  int64_t saved_length = 0;
 };
 
 }  // namespace fathom

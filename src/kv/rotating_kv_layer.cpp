@@ -48,6 +48,7 @@ class RotatingKvLayer final : public KvLayer {
   void trim(int64_t new_length) override { storage_->trim(new_length); }
   void drop_front(int64_t count) override { storage_->drop_front(count); }
   void end_step() override { storage_->end_step(); }
+  int64_t conversion_at() const override { return storage_->conversion_at(); }
   int64_t bytes() const override { return storage_->bytes(); }
   KvView view() const override { return storage_->view(); }
 

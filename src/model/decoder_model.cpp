@@ -21,6 +21,7 @@ void DecoderModel::require_attention_layers() const {
 
 int64_t DecoderModel::begin_step(const SequenceState& state, int64_t t) const {
   check(t > 0, "forward: no tokens");
+  check(state.valid(), "forward: the sequence was invalidated by a failed speculative step");
   check(int64_t(state.kv.size()) == config_.num_layers && int64_t(state.recurrent.size()) == config_.num_layers,
         "forward: state has ", state.kv.size(), " layers, model ", config_.num_layers);
   check(t <= state.max_step, "forward: a step of ", t, " tokens is longer than the state's ", state.max_step);

@@ -11,35 +11,11 @@
 #include "kv/kv_layer.h"
 #include "kv/kv_scheme.h"
 #include "kv/recurrent_state.h"
+#include "kv/sequence_state.h"
 #include "kv/rotating_kv_layer.h"
 #include "model/weights.h"
 
 namespace fathom {
-
-// One sequence's state, one entry per layer: a KV layer for attention layers
-// that own their cache (null for Gemma 4's KV-shared layers, which read
-// kv[config.kv_source_layer[i]], and for linear-attention layers), a
-// recurrent state for linear-attention layers (null elsewhere).
-struct SequenceState {
-  std::vector<std::unique_ptr<KvLayer>> kv;
-  std::vector<std::unique_ptr<RecurrentState>> recurrent;
-  int64_t capacity = 0;  // tokens the sequence may hold
-  // Longest step forward() hands an architecture at once: sliding-window
-  // layers keep only window - 1 + this many rows.
-  int64_t max_step = INT64_MAX;
-
-  int64_t length() const { return length_; }
-  int64_t bytes() const;
-  // Forgets positions >= new_length. Recurrent layers cannot go back, so with
-  // them only new_length == length() (nothing to do) or 0 (reset) is allowed.
-  void trim(int64_t new_length);
-  // After every chunk or decode step of `tokens` tokens: advances the length
-  // and lets layers with a delayed start convert.
-  void end_step(int64_t tokens);
-
- private:
-  int64_t length_ = 0;
-};
 
 struct LoadOptions {
   ComputeDType dtype = ComputeDType::f32;

@@ -1,5 +1,5 @@
-// A sequence's per-layer state: how it is built from the config and the KV
-// scheme, advanced, trimmed and measured.
+// What every model shares: stepping a long forward in pieces, building a
+// sequence's per-layer state from the config and the KV scheme, its bytes.
 #include <algorithm>
 
 #include "core/error.h"
@@ -7,36 +7,6 @@
 #include "model/model.h"
 
 namespace fathom {
-
-int64_t SequenceState::bytes() const {
-  int64_t total = 0;
-  for (const auto& layer : kv)
-    if (layer) total += layer->bytes();
-  for (const auto& r : recurrent)
-    if (r) total += r->bytes();
-  return total;
-}
-
-void SequenceState::trim(int64_t new_length) {
-  check(new_length >= 0 && new_length <= length_, "trim: new length ", new_length, " outside [0, ", length_, "]");
-  if (new_length == length_) return;
-  const bool recurrent_layers = std::any_of(recurrent.begin(), recurrent.end(), [](const auto& r) { return bool(r); });
-  check(!recurrent_layers || new_length == 0, "trim: a recurrent (linear-attention) state cannot go back from ",
-        length_, " to ", new_length, " tokens, only to 0");
-  for (auto& layer : kv)
-    if (layer) layer->trim(new_length);
-  for (auto& r : recurrent)
-    if (r) r->reset();
-  length_ = new_length;
-}
-
-void SequenceState::end_step(int64_t tokens) {
-  check(tokens > 0 && length_ + tokens <= capacity, "end_step: ", length_, " + ", tokens,
-        " tokens exceed the capacity of ", capacity);
-  length_ += tokens;
-  for (auto& layer : kv)  // one layer at a time keeps the conversion peak low
-    if (layer) layer->end_step();
-}
 
 Tensor Model::forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const {
   const int64_t t = int64_t(ids.size());
