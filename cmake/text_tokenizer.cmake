@@ -13,6 +13,7 @@ add_library(fathom_text_tokenizer STATIC
   src/text/tokenizer/byte_level.cpp
   src/text/tokenizer/split.cpp
   src/text/tokenizer/normalizers.cpp
+  src/text/tokenizer/precompiled.cpp
   src/text/tokenizer/pre_tokenizers.cpp
   src/text/tokenizer/model.cpp
   src/text/tokenizer/bpe_model.cpp

@@ -24,7 +24,8 @@ tokenizer.json pipeline), and writes <out>/<name>.json:
 
 With --components it also writes <out>/components.json: every normalizer,
 pre-tokenizer and decoder type of `tokenizers` with its options, applied to a set of
-strings, and small tokenizers of each model type trained here, with their encodings.
+strings, small tokenizers of each model type trained here, with their encodings, and
+the Precompiled normalizer of a SentencePiece model trained here (nmt_nfkc).
 
 Every string of the corpus is made here, deterministically (random.Random(seed)).
 Usage (needs transformers + tokenizers; run where they are installed):
@@ -886,13 +887,48 @@ def trained_tokenizers():
     return out
 
 
+# Texts whose grapheme clusters and compatibility forms a SentencePiece character map
+# rewrites: ligatures, full- and half-width forms, jamo, long emoji clusters.
+PRECOMPILED_TEXTS = [
+    "\ufb01 \ufb02 \uff21\uff42\uff43 \uff76\uff9e \u2460 \u3000x", "\u1112\u1161\u11ab\u1100\u116e\u11a8",
+    "e\u0301 e\u0301\u0301\u0301 a\u0308\u0304", "\U0001F468\u200d\U0001F469\u200d\U0001F467 \U0001F44D\U0001F3FD",
+    "\u00a0\u2002\u200b\ufeff\u0085 \u00bd \u2126 \u212b", "x\u0000y\u0007z\t\r\n",
+    "\u0f77 \u0f79 \u2474 \u3250 \u33ff \ufdfa",
+]
+
+
+def precompiled_components():
+    """SentencePiece's nmt_nfkc character map, from a small model trained here, on many texts."""
+    import io
+
+    import sentencepiece as spm
+    from tokenizers import normalizers as N
+
+    try:
+        from sentencepiece import sentencepiece_model_pb2 as pb
+    except ImportError:
+        from transformers.utils import sentencepiece_model_pb2 as pb
+    texts = [t for t in corpus("components") if len(t) <= 200]
+    model = io.BytesIO()
+    train = [t for t in texts if "\x00" not in t and t.strip()]
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(train * 2), model_writer=model, vocab_size=1000,
+                                   hard_vocab_limit=False, character_coverage=1.0,
+                                   normalization_rule_name="nmt_nfkc")
+    proto = pb.ModelProto()
+    proto.ParseFromString(model.getvalue())
+    n = N.Precompiled(proto.normalizer_spec.precompiled_charsmap)
+    cases = [{"text": t, "normalized": n.normalize_str(t)} for t in PRECOMPILED_TEXTS + COMPONENT_TEXTS + texts]
+    return [{"name": "Precompiled_nmt_nfkc", "json": component_json("normalizer", n), "cases": cases}]
+
+
 def write_components(path):
     import tokenizers
 
     t0 = time.time()
     data = {"tokenizers_version": tokenizers.__version__, "texts": COMPONENT_TEXTS}
     for key, fn in (("normalizers", normalizer_components), ("pre_tokenizers", pre_tokenizer_components),
-                    ("decoders", decoder_components), ("trained", trained_tokenizers)):
+                    ("decoders", decoder_components), ("trained", trained_tokenizers),
+                    ("precompiled", precompiled_components)):
         try:
             data[key] = fn()
         except Exception as e:  # noqa: BLE001 - keep the other sections

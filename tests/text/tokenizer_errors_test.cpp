@@ -84,7 +84,11 @@ TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
   EXPECT_ERROR_HAS(error_of(j), "unsupported normalizer type \"X\"");
   j = minimal();
   j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "Precompiled"}}})}};
-  EXPECT_ERROR_HAS(error_of(j), "unsupported normalizer type \"Precompiled\"");
+  EXPECT_ERROR_HAS(error_of(j), "normalizer Precompiled: missing field \"precompiled_charsmap\"");
+  j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA*"}};
+  EXPECT_ERROR_HAS(error_of(j), "normalizer Precompiled: precompiled_charsmap is not base64 (byte 4)");
+  j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "QAAAAA=="}};  // a 64-byte trie in 4 bytes
+  EXPECT_ERROR_HAS(error_of(j), "normalizer Precompiled: the trie of 64 bytes does not fit the 4-byte precompiled_charsmap");
   j = minimal();
   j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({{{"type", "Syllables"}}})}};
   EXPECT_ERROR_HAS(error_of(j), "unsupported pre_tokenizer type \"Syllables\"");

@@ -52,6 +52,25 @@ TEST(HfComponents, Normalizers) {
   });
 }
 
+// SentencePiece's nmt_nfkc character map (a model trained by sentencepiece on the device),
+// on the corpus: compatibility forms, grapheme clusters, controls.
+TEST(HfComponents, PrecompiledCharsmap) {
+  for_each_spec("precompiled", 1, [](const std::string& name, const json& spec) {
+    const auto n = tok::make_normalizer(spec["json"]);
+    ASSERT_NE(n, nullptr);
+    int failures = 0;
+    for (const json& c : spec["cases"]) {
+      std::string text = c["text"];
+      n->normalize(text);
+      if (text != c["normalized"].get<std::string>() && ++failures <= 10)
+        ADD_FAILURE() << name << " on " << show(c["text"]) << ": " << show(text) << ", tokenizers "
+                      << show(c["normalized"]);
+    }
+    EXPECT_EQ(failures, 0);
+    EXPECT_GE(spec["cases"].size(), 300u);
+  });
+}
+
 TEST(HfComponents, PreTokenizers) {
   for_each_spec("pre_tokenizers", 40, [](const std::string& name, const json& spec) {
     const auto p = tok::make_pre_tokenizer(spec["json"]);

@@ -4,6 +4,7 @@
 
 #include "text/tokenizer/byte_level.h"
 #include "text/tokenizer/json_util.h"
+#include "text/tokenizer/precompiled.h"
 #include "text/tokenizer/regex.h"
 #include "text/tokenizer/unicode.h"
 #include "text/tokenizer/utf8.h"
@@ -236,9 +237,7 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j) {
                                             bool_or(j, "strip_accents", lower, what), lower);
   }
   if (type == "Nmt") return std::make_unique<NmtNormalizer>();
-  if (type == "Precompiled")
-    fail("unsupported normalizer type \"Precompiled\": SentencePiece's compiled character map "
-         "(precompiled_charsmap) is not implemented; fathom reads pipelines of named steps (NFKC, Replace, ...)");
+  if (type == "Precompiled") return make_precompiled_normalizer(j);
   if (type == "ByteLevel") return std::make_unique<ByteLevelNormalizer>();
   if (type == "Sequence") {
     const json& list = require_field(j, "normalizers", what);

@@ -1,7 +1,7 @@
 #pragma once
 // Normalizers: rewrite text before pre-tokenization (Hugging Face's NFC, NFD, NFKC,
 // NFKD, Lowercase, Replace, Prepend, Strip, StripAccents, ByteLevel, BertNormalizer,
-// Nmt, Sequence; Precompiled, SentencePiece's compiled character map, is an error).
+// Nmt, Precompiled (precompiled.h), Sequence).
 #include <nlohmann/json_fwd.hpp>
 
 #include <memory>
