@@ -4,15 +4,18 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <fstream>
 #include <random>
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "cli/speculation_options.h"
 #include "core/error.h"
 #include "core/process_memory.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "engine/sampler.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace fathom::cli {
 namespace {
@@ -30,12 +33,18 @@ Command add_bench_command(CLI::App& app) {
     int64_t prompt_tokens = 512;
     int64_t gen_tokens = 128;
     int repeat = 1;
+    std::string prompt_file;
+    SpeculationOptions speculation;
   };
   auto o = std::make_shared<Options>();
   o->model.add_to(app);
   app.add_option("--prompt-tokens", o->prompt_tokens, "prompt length")->capture_default_str();
   app.add_option("--gen-tokens", o->gen_tokens, "tokens to decode")->capture_default_str();
   app.add_option("--repeat", o->repeat, "runs; medians are reported")->capture_default_str();
+  app.add_option("--prompt-file", o->prompt_file,
+                 "take the prompt from this text (the model's tokenizer; its first --prompt-tokens tokens) "
+                 "instead of random ids");
+  o->speculation.add_to(app);
   return [o] {
     if (o->model.maybe_describe_kv()) return 0;
     check(o->prompt_tokens > 0, "--prompt-tokens must be positive, got ", o->prompt_tokens);
@@ -49,6 +58,15 @@ Command add_bench_command(CLI::App& app) {
     std::uniform_int_distribution<int32_t> pick(0, int32_t(config.vocab_size - 1));
     std::vector<int32_t> prompt(static_cast<size_t>(o->prompt_tokens));
     for (auto& id : prompt) id = pick(rng);
+    if (!o->prompt_file.empty()) {
+      std::ifstream in(o->prompt_file);
+      check(bool(in), "--prompt-file: cannot read ", o->prompt_file);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      prompt = Tokenizer::load(o->model.model_dir).encode(text, /*add_special_tokens=*/true);
+      check(int64_t(prompt.size()) >= o->prompt_tokens, "--prompt-file: ", prompt.size(), " tokens, fewer than --prompt-tokens ",
+            o->prompt_tokens);
+      prompt.resize(static_cast<size_t>(o->prompt_tokens));
+    }
 
     using clock = std::chrono::steady_clock;
     std::vector<double> prefill_tps, decode_tps;
@@ -68,6 +86,38 @@ Command add_bench_command(CLI::App& app) {
       prefill_tps.push_back(double(o->prompt_tokens) / std::chrono::duration<double>(t1 - t0).count());
       decode_tps.push_back(double(o->gen_tokens) / std::chrono::duration<double>(t2 - t1).count());
     }
+    // With speculation: the same greedy generation with and without drafts.
+    nlohmann::json spec_out;
+    if (o->speculation.enabled()) {
+      const int64_t capacity = o->prompt_tokens + o->gen_tokens;
+      const auto drafter = o->speculation.make_drafter(*model, o->model, capacity);
+      GenerationRequest request;
+      request.prompt = prompt;
+      request.max_new_tokens = o->gen_tokens;
+      request.sampling.temperature = 0.0f;
+      std::vector<double> plain_tps, spec_tps;
+      GenerationResult last;
+      bool identical = true;
+      for (int r = 0; r < o->repeat; ++r) {
+        const GenerationResult plain = generate(*model, *policy, request);
+        last = generate(*model, *policy, request, {}, Speculation{drafter.get(), o->speculation.draft_tokens});
+        identical = identical && last.ids == plain.ids;
+        plain_tps.push_back(double(plain.ids.size()) / plain.decode_seconds);
+        spec_tps.push_back(double(last.ids.size()) / last.decode_seconds);
+      }
+      const auto& s = last.spec;
+      spec_out = {{"mode", o->speculation.draft_model.empty() ? "ngram" : "draft:" + o->speculation.draft_model},
+                  {"draft_tokens", o->speculation.draft_tokens},
+                  {"decode_tok_s_without", median(plain_tps)},
+                  {"decode_tok_s_with", median(spec_tps)},
+                  {"speedup", median(spec_tps) / median(plain_tps)},
+                  {"drafted", s.drafted},
+                  {"accepted", s.accepted},
+                  {"acceptance", s.drafted ? double(s.accepted) / double(s.drafted) : 0.0},
+                  {"tokens_per_target_pass", double(last.ids.size() - 1) / double(std::max<int64_t>(1, s.target_passes))},
+                  {"replays", s.replays},
+                  {"identical_to_plain", identical}};
+    }
     nlohmann::json out = {
         {"model", o->model.model_dir},
         {"model_type", config.model_type},
@@ -85,6 +135,7 @@ Command add_bench_command(CLI::App& app) {
         {"kv_bytes", kv_bytes},
         {"peak_rss_bytes", peak_resident_bytes()},
     };
+    if (!spec_out.is_null()) out["spec"] = spec_out;
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   };

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "cli/speculation_options.h"
 #include "core/error.h"
 #include "engine/generator.h"
 #include "io/generation_config.h"
@@ -24,6 +25,7 @@ Command add_generate_command(CLI::App& app) {
     int64_t max_new_tokens = 16;
     SamplingParams sampling{.temperature = 0.0f};
     bool ignore_eos = false;
+    SpeculationOptions speculation;
   };
   auto o = std::make_shared<Options>();
   o->model.add_to(app);
@@ -40,6 +42,7 @@ Command add_generate_command(CLI::App& app) {
   app.add_option("--repetition-penalty", o->sampling.repetition_penalty, "penalty for repeated tokens (1: off)");
   app.add_option("--seed", o->sampling.seed, "random seed");
   app.add_flag("--ignore-eos", o->ignore_eos, "do not stop at the model's end-of-sequence ids");
+  o->speculation.add_to(app);
   return [o] {
     if (o->model.maybe_describe_kv()) return 0;
     check(int(!o->ids.empty()) + int(!o->prompt.empty()) + int(!o->chat.empty()) == 1,
@@ -81,7 +84,10 @@ Command add_generate_command(CLI::App& app) {
       text += step.emit;
       return !step.stopped;
     };
-    const GenerationResult result = generate(*model, *policy, request, on_token);
+    const int64_t capacity = int64_t(request.prompt.size()) + std::max<int64_t>(request.max_new_tokens, 1);
+    const auto drafter = o->speculation.make_drafter(*model, o->model, capacity);
+    const GenerationResult result =
+        generate(*model, *policy, request, on_token, Speculation{drafter.get(), o->speculation.draft_tokens});
     if (detokenizer) {
       const auto step = stops.push(detokenizer->flush());
       text += step.emit;
@@ -89,6 +95,11 @@ Command add_generate_command(CLI::App& app) {
     }
     nlohmann::json out = {{"ids", result.ids}, {"finish_reason", result.finish_reason}};
     if (tokenizer) out["text"] = text;
+    if (drafter)
+      out["spec"] = {{"drafted", result.spec.drafted},
+                     {"accepted", result.spec.accepted},
+                     {"target_passes", result.spec.target_passes},
+                     {"replays", result.spec.replays}};
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   };
