@@ -113,7 +113,9 @@ class CpuBackend final : public Backend {
     const int threads = pool_.size();
     scratch_.resize(size_t(threads));
     for (auto& s : scratch_) grow(s, cpu::attention_scratch_floats(kv, heads, t), DType::f32);
-    const int64_t rows = cpu::attention_tile_rows(heads, kv.kv_heads);
+    // A few rows (a speculative verify step) go one query row per tile, each
+    // through decode's path: a verified position sees what decode would give it.
+    const int64_t rows = t <= kDecodeLikeRows ? 1 : cpu::attention_tile_rows(heads, kv.kv_heads);
     const int64_t row_blocks = (t + rows - 1) / rows;
     const int64_t tiles = row_blocks * kv.kv_heads;
     // Tiles are dealt round-robin: causal rows get costlier down the chunk,
@@ -131,6 +133,7 @@ class CpuBackend final : public Backend {
   // Elementwise work below this many elements runs on the calling thread: at
   // decode, waking the pool costs more than the work.
   static constexpr int64_t kInlineElements = 32768;
+  static constexpr int64_t kDecodeLikeRows = 16;
   template <typename Fn>
   void small_parallel_for(int64_t n, int64_t align, Fn&& fn) {
     if (n < kInlineElements) fn(int64_t(0), n);
