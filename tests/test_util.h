@@ -3,9 +3,12 @@
 // relative-error measures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -44,6 +47,27 @@ inline double max_abs_diff(const float* a, const float* b, int64_t n) {
   double m = 0.0;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
   return m;
+}
+
+#ifdef FATHOM_FIXTURES_DIR
+// The committed tiny models of every architecture (tests/fixtures/parity), by name.
+inline std::vector<std::string> parity_fixtures() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(fs::path(FATHOM_FIXTURES_DIR) / "parity"))
+    if (fs::exists(e.path() / "config.json")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+#endif
+
+// n token ids drawn uniformly from [0, vocab).
+template <class Rng>
+std::vector<int32_t> random_ids(int64_t n, int64_t vocab, Rng& rng) {
+  std::uniform_int_distribution<int32_t> pick(0, int32_t(vocab - 1));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = pick(rng);
+  return ids;
 }
 
 }  // namespace fathom::testing

@@ -34,9 +34,9 @@ std::vector<int32_t> ModelDrafter::propose(const std::vector<int32_t>& history, 
   check(!history.empty(), "draft model: empty history");
   const int64_t vocab = model_.config().vocab_size;
   // The state must hold every token but the last, which the first draft step feeds.
-  const std::vector<int32_t> context(history.begin(), history.end() - 1);
+  const size_t context = history.size() - 1;
   size_t common = 0;
-  while (common < held_.size() && common < context.size() && held_[common] == context[common]) ++common;
+  while (common < held_.size() && common < context && held_[common] == history[common]) ++common;
   if (common < held_.size()) {
     try {
       state_->trim(int64_t(common));
@@ -46,11 +46,11 @@ std::vector<int32_t> ModelDrafter::propose(const std::vector<int32_t>& history, 
     }
     held_.resize(common);
   }
-  const int64_t room = capacity_ - int64_t(context.size()) - 1;
+  const int64_t room = capacity_ - int64_t(context) - 1;
   max = std::min(max, room);
   if (max <= 0) return {};
-  if (common < context.size()) {
-    const std::vector<int32_t> missing(context.begin() + int64_t(common), context.end());
+  if (common < context) {
+    const std::vector<int32_t> missing(history.begin() + int64_t(common), history.begin() + int64_t(context));
     model_.forward(missing, *state_, false);
     held_.insert(held_.end(), missing.begin(), missing.end());
   }

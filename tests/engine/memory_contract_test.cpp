@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "model/model.h"
+#include "test_util.h"
 
 namespace fathom {
 namespace {
@@ -20,20 +21,11 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kParityDir = fs::path(FATHOM_FIXTURES_DIR) / "parity";
 
-std::vector<std::string> fixtures() {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(kParityDir))
-    if (fs::exists(e.path() / "config.json")) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using testing::parity_fixtures;
 
 std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> pick(0, int32_t(vocab - 1));
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = pick(rng);
-  return ids;
+  return testing::random_ids(n, vocab, rng);
 }
 
 struct Case {
@@ -116,7 +108,7 @@ TEST_P(MemoryContractOnFixtures, TransientBoundsTheStepsPeak) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> out;
-  for (const auto& f : fixtures())
+  for (const auto& f : parity_fixtures())
     for (ComputeDType d : {ComputeDType::f32, ComputeDType::bf16}) out.push_back({f, d});
   return out;
 }

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "engine/generator.h"
+#include "test_util.h"
 
 namespace fathom {
 namespace {
@@ -18,20 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kParityDir = fs::path(FATHOM_FIXTURES_DIR) / "parity";
 
-std::vector<std::string> fixtures() {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(kParityDir))
-    if (fs::exists(e.path() / "config.json")) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-std::vector<int32_t> random_ids(int64_t n, int64_t vocab, std::mt19937& rng) {
-  std::uniform_int_distribution<int32_t> pick(0, int32_t(vocab - 1));
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = pick(rng);
-  return ids;
-}
+using testing::random_ids;
 
 // Drafts the plain run's own continuation, each token wrong with probability
 // `error` (then some other id): acceptance and rollback are both exercised.
@@ -117,7 +105,7 @@ TEST_P(SpeculativeOnFixtures, ADraftModelOfTheSameVocabulary) {
   EXPECT_GE(spec.spec.accepted * 10, spec.spec.drafted * 9) << "a draft identical to the target";
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeOnFixtures, ::testing::ValuesIn(fixtures()));
+INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeOnFixtures, ::testing::ValuesIn(testing::parity_fixtures()));
 
 TEST(Speculative, PromptLookupOnARepetitivePrompt) {
   auto model = load("qwen3_untied_4layer", KvScheme::bf16());
