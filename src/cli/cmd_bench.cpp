@@ -50,7 +50,8 @@ Command add_bench_command(CLI::App& app) {
     check(o->prompt_tokens > 0, "--prompt-tokens must be positive, got ", o->prompt_tokens);
     check(o->gen_tokens > 0, "--gen-tokens must be positive, got ", o->gen_tokens);
     check(o->repeat > 0, "--repeat must be positive, got ", o->repeat);
-    const MemoryContract contract = o->model.memory_contract();
+    MemoryContract contract = o->model.memory_contract();
+    o->speculation.add_to_contract(contract, o->model);
     const auto policy = o->model.prefill_policy(contract);
     auto model = o->model.load();
     const auto& config = model->config();
@@ -100,7 +101,7 @@ Command add_bench_command(CLI::App& app) {
       bool identical = true;
       for (int r = 0; r < o->repeat; ++r) {
         const GenerationResult plain = generate(*model, *policy, request);
-        last = generate(*model, *policy, request, {}, Speculation{drafter.get(), o->speculation.draft_tokens});
+        last = generate(*model, *policy, request, {}, o->speculation.with(drafter.get()));
         identical = identical && last.ids == plain.ids;
         plain_tps.push_back(double(plain.ids.size()) / plain.decode_seconds);
         spec_tps.push_back(double(last.ids.size()) / last.decode_seconds);
@@ -108,6 +109,7 @@ Command add_bench_command(CLI::App& app) {
       const auto& s = last.spec;
       spec_out = {{"mode", o->speculation.draft_model.empty() ? "ngram" : "draft:" + o->speculation.draft_model},
                   {"draft_tokens", o->speculation.draft_tokens},
+                  {"draft_length", o->speculation.draft_length},
                   {"decode_tok_s_without", median(plain_tps)},
                   {"decode_tok_s_with", median(spec_tps)},
                   {"speedup", median(spec_tps) / median(plain_tps)},

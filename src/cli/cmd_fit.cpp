@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "cli/speculation_options.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "engine/memory_budget.h"
@@ -28,6 +29,8 @@ void print_table(const FitAnswer& a, const MemoryContract& contract, const std::
   row("kv", b.kv, "KV and recurrent state of every sequence at its peak");
   row("transient", b.transient, "one step: activations, logits, attention tiles");
   row("runtime", b.runtime, "the process itself (measured once)");
+  if (contract.draft_tokens() > 0)
+    row("spec", b.speculation, "speculative decoding: draft model, checkpoints, verify rows, draft cache");
   row("total", b.total(), "");
   row("budget", a.budget, budget_source);
   std::printf("%s: %s\n", a.fits ? "fits" : "does not fit",
@@ -44,12 +47,14 @@ void print_table(const FitAnswer& a, const MemoryContract& contract, const std::
 Command add_fit_command(CLI::App& app) {
   struct Options {
     ModelOptions model;
+    SpeculationOptions speculation;
     int64_t ctx = 0;
     int64_t sequences = 1;
     bool json = false;
   };
   auto o = std::make_shared<Options>();
   o->model.add_to(app);
+  o->speculation.add_to(app);
   app.add_option("--ctx", o->ctx, "tokens per sequence (default: the model's max_position_embeddings)");
   app.add_option("--sequences", o->sequences, "sequences held at once")->capture_default_str();
   app.add_flag("--json", o->json, "print one JSON object instead of the table");
@@ -57,7 +62,8 @@ Command add_fit_command(CLI::App& app) {
     if (o->model.maybe_describe_kv()) return 0;
     check(o->sequences > 0, "--sequences must be positive, got ", o->sequences);
     check(o->ctx >= 0, "--ctx must be positive, got ", o->ctx);
-    const MemoryContract contract = o->model.memory_contract();
+    MemoryContract contract = o->model.memory_contract();
+    o->speculation.add_to_contract(contract, o->model);
     const int64_t limit = contract.config().max_position_embeddings;
     const int64_t ctx = o->ctx > 0 ? o->ctx : limit;
     check(ctx <= limit, "--ctx ", ctx, " is longer than the model's max_position_embeddings (", limit, ")");
@@ -85,6 +91,7 @@ Command add_fit_command(CLI::App& app) {
         {"kv_bytes", b.kv},
         {"transient_bytes", b.transient},
         {"runtime_bytes", b.runtime},
+        {"speculation_bytes", b.speculation},
         {"total_bytes", b.total()},
         {"budget_bytes", a.budget},
         {"budget_source", budget_source},

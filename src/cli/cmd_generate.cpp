@@ -63,7 +63,8 @@ Command add_generate_command(CLI::App& app) {
                                                nlohmann::ordered_json::object());
       request.prompt = tokenizer->encode(rendered, /*add_special_tokens=*/false);
     }
-    const MemoryContract contract = o->model.memory_contract();
+    MemoryContract contract = o->model.memory_contract();
+    o->speculation.add_to_contract(contract, o->model);
     const auto policy = o->model.prefill_policy(contract);
     auto model = o->model.load();
     request.max_new_tokens = o->max_new_tokens;
@@ -78,16 +79,16 @@ Command add_generate_command(CLI::App& app) {
     std::optional<IncrementalDetokenizer> detokenizer;
     if (tokenizer) detokenizer.emplace(*tokenizer, /*skip_special_tokens=*/true);
     StopStringMatcher stops(o->stop);
-    auto on_token = [&](int32_t id) {
+    auto on_token = [&](const GeneratedToken& token) {
       if (!detokenizer) return true;
-      const auto step = stops.push(detokenizer->push(id));
+      const auto step = stops.push(detokenizer->push(token.id));
       text += step.emit;
       return !step.stopped;
     };
     const int64_t capacity = int64_t(request.prompt.size()) + std::max<int64_t>(request.max_new_tokens, 1);
     const auto drafter = o->speculation.make_drafter(*model, o->model, capacity);
     const GenerationResult result =
-        generate(*model, *policy, request, on_token, Speculation{drafter.get(), o->speculation.draft_tokens});
+        generate(*model, *policy, request, on_token, o->speculation.with(drafter.get()));
     if (detokenizer) {
       const auto step = stops.push(detokenizer->flush());
       text += step.emit;

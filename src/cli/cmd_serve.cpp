@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "cli/speculation_options.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "core/process_memory.h"
@@ -60,11 +61,13 @@ std::unique_ptr<Model> load_with_progress(const ModelOptions& options) {
 Command add_serve_command(CLI::App& app) {
   struct Options {
     ModelOptions model;
+    SpeculationOptions speculation;
     server::ServerOptions server;
     int64_t max_body_mib = 4;
   };
   auto o = std::make_shared<Options>();
   o->model.add_to(app);
+  o->speculation.add_to(app);
   app.add_option("--host", o->server.host, "address to bind (127.0.0.1: this machine only)")->capture_default_str();
   app.add_option("--port", o->server.port, "port (0: any free port)")->capture_default_str();
   app.add_option("--api-key", o->server.api_key,
@@ -107,22 +110,25 @@ Command add_serve_command(CLI::App& app) {
     }
     // The contract first: a budget that cannot hold the weights is refused
     // before anything is loaded.
-    const MemoryContract contract = o->model.memory_contract();
+    MemoryContract contract = o->model.memory_contract();
+    o->speculation.add_to_contract(contract, o->model);
     const int64_t budget = o->model.budget_bytes();
-    const int64_t predicted_fixed = contract.weights_bytes() + MemoryContract::runtime_bytes();
-    check(predicted_fixed < budget, "serve: the weights (", contract.weights_bytes(), " bytes) and the runtime (",
+    const int64_t weights = contract.weights_bytes() + contract.speculation_fixed_bytes();
+    const int64_t predicted_fixed = weights + MemoryContract::runtime_bytes();
+    check(predicted_fixed < budget, "serve: the weights (", weights, " bytes, draft model included) and the runtime (",
           MemoryContract::runtime_bytes(), " bytes) do not fit the memory budget of ", budget, " bytes");
     Tokenizer tokenizer = Tokenizer::load(o->model.model_dir);
     ChatTemplate chat_template = ChatTemplate::from_model_dir(o->model.model_dir);
     auto model = load_with_progress(o->model);
+    const int64_t window = o->server.context_length > 0 ? o->server.context_length
+                                                         : model->config().max_position_embeddings;
+    const auto drafter = o->speculation.make_drafter(*model, o->model, window);
     // What the server holds beyond the engine's contract (the tokenizer, the
     // chat template, HTTP threads) is measured now and charged as fixed.
     const int64_t overhead = std::max<int64_t>(0, resident_bytes() - predicted_fixed);
     // The policy sizes chunks in what the budget leaves once that is held.
     const auto policy = o->model.prefill_policy(contract, budget - overhead);
     MemoryAdmission admission(contract, *policy, budget, predicted_fixed + overhead);
-    const int64_t window = o->server.context_length > 0 ? o->server.context_length
-                                                         : model->config().max_position_embeddings;
     const int64_t fitting = admission.longest_sequence(window);
     check(fitting > 0, "serve: the memory budget of ", budget, " bytes leaves no room for a sequence beside the ",
           admission.fixed(), " bytes the model and the server hold");
@@ -135,7 +141,7 @@ Command add_serve_command(CLI::App& app) {
     for (int64_t id : model->config().eos_token_ids) stop_ids.push_back(id);
     for (int32_t id : tokenizer.eos_ids()) stop_ids.push_back(id);
     server::ServerContext ctx(*model, *policy, admission, std::move(tokenizer), std::move(chat_template), stop_ids,
-                              o->server);
+                              o->server, o->speculation.with(drafter.get()));
     server::run_http_server(ctx, [&](int port) {
       std::printf("fathom serve: model %s (%s, %s compute, %s)\n", ctx.options.served_model_name.c_str(),
                   o->model.model_dir.c_str(), model->compute_dtype() == ComputeDType::bf16 ? "bf16" : "f32",
@@ -148,6 +154,11 @@ Command add_serve_command(CLI::App& app) {
                       : "",
                   format_bytes(model->weight_bytes()).c_str(), format_bytes(resident_bytes()).c_str(),
                   std::to_string(model->kv_bytes_at(1)).append(" bytes").c_str());
+      if (drafter)
+        std::printf("  speculative decoding: %s, up to %lld draft tokens a step (%s)\n",
+                    o->speculation.draft_model.empty() ? "prompt lookup"
+                                                       : ("draft model " + o->speculation.draft_model).c_str(),
+                    (long long)o->speculation.draft_tokens, o->speculation.draft_length.c_str());
       std::printf("  memory budget %s (%s); the model and the server hold %s\n", format_bytes(budget).c_str(),
                   o->model.memory_budget.empty() ? "90% of MemAvailable" : "--memory-budget",
                   format_bytes(admission.fixed()).c_str());

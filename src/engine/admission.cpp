@@ -16,7 +16,8 @@ int64_t MemoryAdmission::sequence_bytes(int64_t tokens) const {
   check(tokens > 0, "admission: a sequence of ", tokens, " tokens");
   // A prompt as long as the whole sequence gets the largest chunk the policy gives it.
   const int64_t chunk = policy_.chunk_size(tokens, tokens);
-  return contract_.kv_bytes(tokens, chunk) + contract_.transient_bytes(chunk, tokens);
+  return contract_.kv_bytes(tokens, chunk) + contract_.transient_bytes(chunk, tokens) +
+         contract_.speculation_sequence_bytes(tokens, chunk);
 }
 
 int64_t MemoryAdmission::longest_sequence(int64_t limit) const {

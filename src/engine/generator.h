@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,14 +19,25 @@ struct GenerationRequest {
   int64_t max_new_tokens = 16;
   SamplingParams sampling;
   std::vector<int64_t> stop_ids;  // generation ends after emitting one of these
+  // Optional: changes each row of logits before sampling (logit bias,
+  // presence and frequency penalties); sees the ids generated so far.
+  std::function<void(std::span<float> logits, std::span<const int32_t> generated)> adjust_logits;
 };
 
 // Speculative decoding for generate(): a drafter and the most tokens it may
-// propose per target pass. Greedy requests only; with sampling, or without a
-// drafter, every step decodes one token.
+// propose per target pass; `adaptive` lets DraftLengthPolicy shorten drafts
+// while acceptance is low. Without a drafter every step decodes one token.
 struct Speculation {
   Drafter* drafter = nullptr;
   int64_t draft_tokens = 4;
+  bool adaptive = true;
+};
+
+// What on_token sees for each generated id.
+struct GeneratedToken {
+  int32_t id = 0;
+  std::span<const float> logits;  // the (adjusted) logits it was sampled from
+  int64_t state_bytes = 0;        // what the sequence's state holds now
 };
 
 struct GenerationResult {
@@ -45,8 +57,10 @@ Tensor prefill(const Model& model, SequenceState& state, const std::vector<int32
                const PrefillPolicy& policy, bool all_logits);
 
 // Generates; on_token (optional) sees each id as it is produced and returns
-// false to stop there (finish_reason "stop", e.g. a stop string matched).
+// false to stop there (finish_reason "stop": a stop string matched, the
+// client left).
 GenerationResult generate(const Model& model, const PrefillPolicy& policy, const GenerationRequest& request,
-                          const std::function<bool(int32_t)>& on_token = {}, const Speculation& speculation = {});
+                          const std::function<bool(const GeneratedToken&)>& on_token = {},
+                          const Speculation& speculation = {});
 
 }  // namespace fathom

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "engine/speculative.h"
 #include "model/model.h"
 
 namespace fathom {
@@ -195,6 +196,48 @@ int64_t MemoryContract::runtime_bytes() {
   return int64_t(11) << 20;
 }
 
+void MemoryContract::set_speculation(int64_t draft_tokens, std::shared_ptr<const MemoryContract> draft) {
+  check(draft_tokens >= 0, "memory contract: ", draft_tokens, " draft tokens");
+  check(!draft || draft->config().vocab_size == in_.config.vocab_size, "memory contract: the draft model's vocabulary");
+  draft_tokens_ = draft_tokens;
+  draft_ = std::move(draft);
+}
+
+int64_t MemoryContract::speculation_fixed_bytes() const { return draft_ ? draft_->weights_bytes() : 0; }
+
+int64_t MemoryContract::recurrent_checkpoint_bytes() const {
+  const ModelConfig& c = in_.config;
+  if (!c.linear_attention) return 0;
+  const auto& la = *c.linear_attention;
+  const int64_t per_layer =
+      (la.conv_dim() * (la.conv_kernel - 1) + la.num_value_heads * la.key_head_dim * la.value_head_dim) * 4;
+  const int64_t layers = std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::linear_attention);
+  return layers * per_layer;
+}
+
+int64_t MemoryContract::speculation_sequence_bytes(int64_t tokens, int64_t chunk) const {
+  if (draft_tokens_ == 0) return 0;
+  const int64_t rows = draft_tokens_ + 1, vocab = in_.config.vocab_size;
+  // The verify step returns every row's logits (and the model holds its
+  // own); each draft keeps the distribution it was drawn from, and a
+  // rejection builds the residual and a dense copy of q: 12 bytes a
+  // candidate (id and probability), 8 per vocabulary entry.
+  const int64_t verify = transient_bytes(rows, tokens) + 2 * (rows - 1) * vocab * 4 + (rows + 1) * vocab * 12 +
+                         vocab * 8;
+  // The verify step, the draft's steps and the prefill chunks run one at a
+  // time: the largest of their working memories is what the sequence needs.
+  int64_t largest_step = verify, bytes = recurrent_checkpoint_bytes();
+  if (draft_) {
+    // The draft model follows the sequence plus its drafts, fed in chunks of
+    // at most ModelDrafter's, then one token a step.
+    const int64_t draft_len = tokens + draft_tokens_;
+    const int64_t draft_chunk = std::min<int64_t>(kDraftChunkTokens, draft_len);
+    bytes += draft_->kv_bytes(draft_len, draft_chunk);
+    largest_step = std::max(largest_step, draft_->transient_bytes(draft_chunk, draft_len));
+  }
+  return bytes + std::max<int64_t>(0, largest_step - transient_bytes(chunk, tokens));
+}
+
 MemoryBreakdown MemoryContract::predict(int64_t context, int64_t sequences, int64_t chunk) const {
   check(context > 0, "memory contract: context must be positive, got ", context);
   check(sequences > 0, "memory contract: sequences must be positive, got ", sequences);
@@ -207,6 +250,7 @@ MemoryBreakdown MemoryContract::predict(int64_t context, int64_t sequences, int6
   b.kv = sequences * kv_bytes(context, chunk);
   b.transient = transient_bytes(std::min(chunk, context), context);
   b.runtime = runtime_bytes();
+  b.speculation = speculation_fixed_bytes() + sequences * speculation_sequence_bytes(context, chunk);
   return b;
 }
 

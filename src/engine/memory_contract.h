@@ -6,6 +6,7 @@
 // really holds, and tests hold each one against the allocations it predicts.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "io/model_config.h"
@@ -25,7 +26,8 @@ struct MemoryBreakdown {
   int64_t kv = 0;         // KV and recurrent state of all the sequences, at their peak
   int64_t transient = 0;  // the largest step's working memory
   int64_t runtime = 0;
-  int64_t total() const { return weights + kv + transient + runtime; }
+  int64_t speculation = 0;  // the draft model, and every sequence's checkpoints, verify rows and draft cache
+  int64_t total() const { return weights + kv + transient + runtime + speculation; }
 };
 
 class MemoryContract {
@@ -67,6 +69,21 @@ class MemoryContract {
   // and allocator arenas. Measured once (bench/RESULTS.md, "Memory contract").
   static int64_t runtime_bytes();
 
+  // Speculative decoding, up to `draft_tokens` drafts a step, drafted by the
+  // model of the `draft` contract (null: prompt lookup, no model).
+  void set_speculation(int64_t draft_tokens, std::shared_ptr<const MemoryContract> draft);
+  int64_t draft_tokens() const { return draft_tokens_; }
+  // Held once: the draft model's weights.
+  int64_t speculation_fixed_bytes() const;
+  // What speculation adds to one sequence of `tokens` tokens prefilled in
+  // chunks of `chunk`: the recurrent layers' checkpoint, how much more the
+  // verify step's working memory (its rows' logits, the drafts'
+  // distributions) needs than a prefill chunk, and the draft model's cache
+  // and step working memory.
+  int64_t speculation_sequence_bytes(int64_t tokens, int64_t chunk) const;
+  // The recurrent (Gated DeltaNet) state a speculative step keeps to roll back to.
+  int64_t recurrent_checkpoint_bytes() const;
+
   // All the terms for `sequences` sequences of `context` tokens, prefilled in
   // chunks of `chunk` tokens.
   MemoryBreakdown predict(int64_t context, int64_t sequences, int64_t chunk) const;
@@ -76,6 +93,8 @@ class MemoryContract {
 
  private:
   Inputs in_;
+  int64_t draft_tokens_ = 0;
+  std::shared_ptr<const MemoryContract> draft_;
 };
 
 }  // namespace fathom

@@ -44,6 +44,38 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   if (params_.temperature == 0.0f && params_.repetition_penalty == 1.0f) return argmax(logits);  // no copy
+  distribution(logits, history, scratch_);
+  return draw(scratch_);
+}
+
+double TokenDistribution::prob(int32_t id) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == id) return probs[i];
+  return 0.0;
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::draw(const TokenDistribution& dist) {
+  check(!dist.ids.empty() && dist.ids.size() == dist.probs.size(), "sampler: drawing from an empty distribution");
+  if (dist.ids.size() == 1) return dist.ids[0];
+  const double r = uniform();
+  double acc = 0.0;
+  for (size_t i = 0; i < dist.ids.size(); ++i) {
+    acc += dist.probs[i];
+    if (r < acc) return dist.ids[i];
+  }
+  return dist.ids.back();  // r at the rounding gap below 1
+}
+
+void Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history, TokenDistribution& out) {
+  out.ids.clear();
+  out.probs.clear();
+  auto point_mass = [&](int32_t id) {
+    out.ids.push_back(id);
+    out.probs.push_back(1.0);
+  };
+  if (params_.temperature == 0.0f && params_.repetition_penalty == 1.0f) return point_mass(argmax(logits));
   work_.assign(logits.begin(), logits.end());
   const int64_t vocab = int64_t(work_.size());
   if (params_.repetition_penalty != 1.0f) {
@@ -57,11 +89,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
       l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
     }
   }
-  if (params_.temperature == 0.0f) return argmax(work_);
+  if (params_.temperature == 0.0f) return point_mass(argmax(work_));
 
   for (auto& l : work_) l /= params_.temperature;
   // Candidates best first. Only top-k and top-p need an order; min-p alone and
-  // plain temperature sampling draw from the whole vocabulary unsorted.
+  // plain temperature sampling keep the whole vocabulary unsorted.
   order_.resize(size_t(vocab));
   std::iota(order_.begin(), order_.end(), 0);
   int64_t keep = vocab;
@@ -76,42 +108,31 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   }
   // Softmax over the kept candidates.
   const float max_logit = work_[order_[0]];
-  if (!std::isfinite(max_logit)) return order_[0];  // an infinite best logit takes all the mass
-  std::vector<double> probs(static_cast<size_t>(keep));
+  if (!std::isfinite(max_logit)) return point_mass(order_[0]);  // an infinite best logit takes all the mass
+  probs_.resize(size_t(keep));
   double total = 0.0;
-  for (int64_t i = 0; i < keep; ++i) total += probs[i] = std::exp(double(work_[order_[i]] - max_logit));
-  for (auto& p : probs) p /= total;
+  for (int64_t i = 0; i < keep; ++i) total += probs_[i] = std::exp(double(work_[order_[i]] - max_logit));
+  for (int64_t i = 0; i < keep; ++i) probs_[i] /= total;
   if (params_.top_p < 1.0f) {
     double cumulative = 0.0;
-    int64_t cut = keep;
     for (int64_t i = 0; i < keep; ++i) {
-      cumulative += probs[i];
+      cumulative += probs_[i];
       if (cumulative >= params_.top_p) {
-        cut = i + 1;
+        keep = i + 1;
         break;
       }
     }
-    keep = cut;
   }
-  if (params_.min_p > 0.0f) {
-    // Drop candidates below min_p × the top probability (order_[0] is the top).
-    const double threshold = params_.min_p * probs[0];
-    for (int64_t i = 1; i < keep; ++i)
-      if (probs[i] < threshold) probs[i] = 0.0;
-  }
+  // min-p drops candidates below min_p × the top probability (order_[0] is the top).
+  const double threshold = params_.min_p * probs_[0];
   double kept_total = 0.0;
-  for (int64_t i = 0; i < keep; ++i) kept_total += probs[i];
-  std::uniform_real_distribution<double> uniform(0.0, kept_total);
-  const double r = uniform(rng_);
-  double acc = 0.0;
-  int64_t last_kept = 0;
   for (int64_t i = 0; i < keep; ++i) {
-    if (probs[i] == 0.0) continue;
-    acc += probs[i];
-    last_kept = i;
-    if (r < acc) return order_[i];
+    if (probs_[i] == 0.0 || (i > 0 && probs_[i] < threshold)) continue;
+    out.ids.push_back(order_[i]);
+    out.probs.push_back(probs_[i]);
+    kept_total += probs_[i];
   }
-  return order_[last_kept];  // r rounded up to the total
+  for (auto& p : out.probs) p /= kept_total;
 }
 
 }  // namespace fathom

@@ -19,17 +19,33 @@ struct SamplingParams {
   void validate() const;  // throws on out-of-range values, naming the field
 };
 
+// What a sampler draws from after every transform: the candidates left with
+// a non-zero probability and their probabilities, which sum to 1. Greedy
+// sampling is one candidate of probability 1.
+struct TokenDistribution {
+  std::vector<int32_t> ids;
+  std::vector<double> probs;
+  double prob(int32_t id) const;  // 0 for an id that is not a candidate
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
   // `history` holds the prompt and generated ids (for the repetition penalty).
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // The distribution sample() draws from, into `out`.
+  void distribution(std::span<const float> logits, std::span<const int32_t> history, TokenDistribution& out);
+  int32_t draw(const TokenDistribution& dist);
+  double uniform();  // in [0, 1), from the seeded generator
+  bool greedy() const { return params_.temperature == 0.0f; }
 
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<float> work_;
   std::vector<int32_t> order_;
+  std::vector<double> probs_;
+  TokenDistribution scratch_;
 };
 
 int32_t argmax(std::span<const float> logits);

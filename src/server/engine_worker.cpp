@@ -49,12 +49,13 @@ void Job::finish(std::string finish_reason, std::string error) {
 }
 
 EngineWorker::EngineWorker(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission,
-                           Metrics& metrics, size_t max_queued)
+                           Metrics& metrics, size_t max_queued, Speculation speculation)
     : model_(model),
       policy_(policy),
       admission_(admission),
       metrics_(metrics),
       max_queued_(max_queued),
+      speculation_(speculation),
       thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() {
@@ -125,7 +126,7 @@ void EngineWorker::loop() {
 namespace {
 
 // log-softmax of `logits` at `id`, and the `n` best alternatives.
-void fill_logprobs(const std::vector<float>& logits, int32_t id, int n, TokenEvent& event) {
+void fill_logprobs(std::span<const float> logits, int32_t id, int n, TokenEvent& event) {
   const float max_logit = *std::max_element(logits.begin(), logits.end());
   double total = 0.0;
   for (float l : logits) total += std::exp(double(l - max_logit));
@@ -141,60 +142,65 @@ void fill_logprobs(const std::vector<float>& logits, int32_t id, int n, TokenEve
     event.top.emplace_back(order[i], float(double(logits[size_t(order[i])]) - log_total));
 }
 
+// The OpenAI-side logit changes: bias per id, then the presence penalty once
+// and the frequency penalty per occurrence for every id generated so far.
+void adjust_openai_logits(const JobSpec& spec, std::span<float> logits, std::span<const int32_t> generated) {
+  for (const auto& [id, bias] : spec.logit_bias) logits[size_t(id)] += bias;
+  if (spec.presence_penalty == 0.0f && spec.frequency_penalty == 0.0f) return;
+  std::unordered_map<int32_t, int> counts;
+  for (int32_t id : generated) ++counts[id];
+  for (const auto& [id, count] : counts)
+    logits[size_t(id)] -= spec.presence_penalty + spec.frequency_penalty * float(count);
+}
+
 }  // namespace
 
 void EngineWorker::run(Job& job) {
   const JobSpec& spec = job.spec;
-  const int64_t vocab = model_.config().vocab_size;
-  validate_token_ids(spec.prompt, vocab);
-  auto state = model_.new_state(job_tokens(spec));
-  Sampler sampler(spec.sampling);
-  std::vector<int32_t> history = spec.prompt;
-  std::unordered_map<int32_t, int> output_counts;
-  std::vector<float> logits(static_cast<size_t>(vocab));
   if (Clock::now() > spec.deadline) {
     ++metrics_.cancelled;
     return job.finish("timeout");
   }
+  GenerationRequest request;
+  request.prompt = spec.prompt;
+  request.max_new_tokens = spec.max_tokens;
+  request.sampling = spec.sampling;
+  request.stop_ids = spec.stop_ids;
+  if (!spec.logit_bias.empty() || spec.presence_penalty != 0.0f || spec.frequency_penalty != 0.0f)
+    request.adjust_logits = [&spec](std::span<float> logits, std::span<const int32_t> generated) {
+      adjust_openai_logits(spec, logits, generated);
+    };
 
-  Tensor raw = prefill(model_, *state, spec.prompt, policy_, /*all_logits=*/false);
-  metrics_.kv_bytes_in_use = state->bytes();
+  std::string ended_by;  // "cancelled" or "timeout" when the job stopped early
   Clock::time_point last = Clock::now();
-  for (int64_t step = 0; step < spec.max_tokens; ++step) {
-    if (job.cancelled) {
-      ++metrics_.cancelled;
-      return job.finish("cancelled");
-    }
-    if (Clock::now() > spec.deadline) {
-      ++metrics_.cancelled;
-      return job.finish("timeout");
-    }
-    std::copy_n(raw.data<float>(), vocab, logits.data());
-    for (const auto& [id, bias] : spec.logit_bias) logits[size_t(id)] += bias;
-    for (const auto& [id, count] : output_counts)
-      logits[size_t(id)] -= spec.presence_penalty + spec.frequency_penalty * float(count);
-
+  bool first = true;
+  auto on_token = [&](const GeneratedToken& token) {
     TokenEvent event;
-    event.id = sampler.sample(logits, history);
-    if (spec.top_logprobs >= 0) fill_logprobs(logits, event.id, spec.top_logprobs, event);
-    history.push_back(event.id);
-    ++output_counts[event.id];
-    const int32_t id = event.id;
+    event.id = token.id;
+    if (spec.top_logprobs >= 0) fill_logprobs(token.logits, token.id, spec.top_logprobs, event);
     const auto now = Clock::now();
-    if (step == 0)
+    if (first)
       metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - job.enqueued).count());
     else
       metrics_.inter_token_latency.observe(std::chrono::duration<double>(now - last).count());
+    first = false;
     last = now;
     ++metrics_.generated_tokens;
+    metrics_.kv_bytes_in_use = token.state_bytes;
     job.push(std::move(event));
-    if (std::find(spec.stop_ids.begin(), spec.stop_ids.end(), id) != spec.stop_ids.end()) return job.finish("stop");
-    if (step + 1 == spec.max_tokens) break;
-    raw = model_.forward({id}, *state, false);
-    metrics_.kv_bytes_in_use = state->bytes();
+    if (job.cancelled) ended_by = "cancelled";
+    else if (now > spec.deadline) ended_by = "timeout";
+    return ended_by.empty();
+  };
+  const GenerationResult result = generate(model_, policy_, request, on_token, speculation_);
+  metrics_.drafted_tokens += result.spec.drafted;
+  metrics_.accepted_tokens += result.spec.accepted;
+  if (!ended_by.empty()) {
+    ++metrics_.cancelled;
+    return job.finish(ended_by);
   }
   metrics_.request_duration.observe(std::chrono::duration<double>(Clock::now() - job.enqueued).count());
-  job.finish("length");
+  job.finish(result.finish_reason);
 }
 
 }  // namespace fathom::server

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/admission.h"
+#include "engine/generator.h"
 #include "engine/prefill_policy.h"
 #include "engine/sampler.h"
 #include "model/model.h"
@@ -79,8 +80,10 @@ class EngineWorker {
  public:
   // Jobs start only once `admission` has charged their memory (make_job
   // refused those that could not fit even alone).
+  // `speculation`: the drafter (owned by the caller, used only on the engine
+  // thread) and its draft length; no drafter, no speculation.
   EngineWorker(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission, Metrics& metrics,
-               size_t max_queued);
+               size_t max_queued, Speculation speculation = {});
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -98,6 +101,7 @@ class EngineWorker {
   MemoryAdmission& admission_;
   Metrics& metrics_;
   const size_t max_queued_;
+  const Speculation speculation_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;

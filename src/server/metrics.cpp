@@ -63,6 +63,10 @@ std::string Metrics::render(const MemoryReading& memory) const {
   scalar("fathom_generation_tokens_total", "counter", "Tokens generated.", generated_tokens.load());
   scalar("fathom_requests_cancelled_total", "counter", "Requests cancelled (client gone or timeout).",
          cancelled.load());
+  scalar("fathom_spec_draft_tokens_total", "counter", "Speculative decoding: draft tokens verified by the target.",
+         drafted_tokens.load());
+  scalar("fathom_spec_accepted_tokens_total", "counter", "Speculative decoding: draft tokens the target kept.",
+         accepted_tokens.load());
   scalar("fathom_queue_depth", "gauge", "Requests waiting for the engine.", queue_depth.load());
   scalar("fathom_requests_running", "gauge", "Requests the engine is running.", running.load());
   scalar("fathom_kv_cache_bytes_in_use", "gauge", "KV-cache bytes held by running sequences.", kv_bytes_in_use.load());

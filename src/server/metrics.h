@@ -34,6 +34,8 @@ class Metrics {
   std::atomic<int64_t> running{0};
   std::atomic<int64_t> kv_bytes_in_use{0};
   std::atomic<int64_t> cancelled{0};
+  std::atomic<int64_t> drafted_tokens{0};   // speculative decoding: draft tokens verified
+  std::atomic<int64_t> accepted_tokens{0};  // of those, kept
   Histogram time_to_first_token;
   Histogram inter_token_latency;
   Histogram request_duration;

@@ -10,7 +10,7 @@ namespace fathom::server {
 
 ServerContext::ServerContext(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission,
                              Tokenizer tokenizer, ChatTemplate chat_template, std::vector<int64_t> stop_ids,
-                             ServerOptions options)
+                             ServerOptions options, Speculation speculation)
     : model(model),
       admission(admission),
       tokenizer(std::move(tokenizer)),
@@ -23,7 +23,7 @@ ServerContext::ServerContext(const Model& model, const PrefillPolicy& policy, Me
       context_length(admission.longest_sequence(window)),
       has_thinking(template_has_thinking(this->chat_template.source())),
       tool_format(detect_tool_call_format(this->chat_template.source())),
-      worker(model, policy, admission, metrics, this->options.max_queued) {}
+      worker(model, policy, admission, metrics, this->options.max_queued, speculation) {}
 
 Clock::time_point request_deadline(const ServerContext& ctx) {
   return Clock::now() + std::chrono::seconds(ctx.options.request_timeout_s);

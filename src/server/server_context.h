@@ -32,7 +32,8 @@ struct ServerOptions {
 
 struct ServerContext {
   ServerContext(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission, Tokenizer tokenizer,
-                ChatTemplate chat_template, std::vector<int64_t> stop_ids, ServerOptions options);
+                ChatTemplate chat_template, std::vector<int64_t> stop_ids, ServerOptions options,
+                Speculation speculation = {});
 
   const Model& model;
   MemoryAdmission& admission;

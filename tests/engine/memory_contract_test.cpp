@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
+#include "engine/speculative.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -104,6 +105,42 @@ TEST_P(MemoryContractOnFixtures, TransientBoundsTheStepsPeak) {
       EXPECT_LE(predicted, 2 * measured) << scheme.cache_key() << ", chunk " << chunk;
     }
   }
+}
+
+// Speculation: a sampled speculative generation with a draft model (the
+// fixture itself, catching up on a prompt longer than its chunk) allocates
+// at its peak what the contract bills a sequence with speculation — not
+// less, and not much more. KV caches reserve address space instead of
+// allocating (Tensor::reserve), so their bytes (checked against the states
+// in KvIsTheStatesBytes) are left out of both sides; recurrent states are
+// allocated and stay in.
+TEST_P(MemoryContractOnFixtures, SpeculationBoundsASpeculativeGeneration) {
+  auto model = load(KvScheme::bf16());
+  auto draft = load(KvScheme::bf16());
+  MemoryContract c = contract(KvScheme::bf16());
+  const auto d = std::make_shared<MemoryContract>(contract(KvScheme::bf16()));
+  const int64_t k = 4, prompt = kDraftChunkTokens + 6, tokens = prompt + 16, chunk = 8;
+  c.set_speculation(k, d);
+  GenerationRequest request;
+  request.prompt = random_ids(prompt, model->config().vocab_size, 5);
+  request.max_new_tokens = tokens - prompt;
+  request.sampling = {.temperature = 0.8f, .seed = 9};
+  ModelDrafter drafter(*draft, tokens + k, 1.0);
+  const int64_t baseline = allocated_bytes(Device::cpu);
+  reset_allocation_peak(Device::cpu);
+  const GenerationResult r =
+      generate(*model, FixedPrefillPolicy(chunk), request, {}, Speculation{&drafter, k, /*adaptive=*/false});
+  const int64_t measured = allocated_peak_bytes(Device::cpu) - baseline;
+  EXPECT_GT(r.spec.drafted, 0);
+  const int64_t reserved_kv = (c.kv_bytes(tokens, chunk) - c.recurrent_checkpoint_bytes()) +
+                              (d->kv_bytes(tokens + k, kDraftChunkTokens) - d->recurrent_checkpoint_bytes());
+  const int64_t predicted = c.kv_bytes(tokens, chunk) + c.transient_bytes(chunk, tokens) +
+                            c.speculation_sequence_bytes(tokens, chunk) - reserved_kv;
+  EXPECT_GE(predicted, measured);
+  EXPECT_LE(predicted, 2 * measured);
+  EXPECT_EQ(c.predict(tokens, 1, chunk).speculation,
+            c.speculation_fixed_bytes() + c.speculation_sequence_bytes(tokens, chunk));
+  EXPECT_EQ(c.speculation_fixed_bytes(), c.weights_bytes()) << "the draft is the same model";
 }
 
 std::vector<Case> all_cases() {

@@ -27,13 +27,14 @@ class NoisyOracleDrafter final : public Drafter {
  public:
   NoisyOracleDrafter(std::vector<int32_t> truth, size_t prompt, int64_t vocab, double error, uint32_t seed)
       : truth_(std::move(truth)), prompt_(prompt), vocab_(vocab), error_(error), rng_(seed) {}
-  std::vector<int32_t> propose(const std::vector<int32_t>& history, int64_t max) override {
-    std::vector<int32_t> out;
+  Draft propose(const std::vector<int32_t>& history, int64_t max, Sampler&) override {
+    Draft out;
     std::bernoulli_distribution wrong(error_);
-    for (size_t at = history.size() - prompt_; int64_t(out.size()) < max && at < truth_.size(); ++at)
-      out.push_back(wrong(rng_) ? int32_t((truth_[at] + 1 + rng_() % (vocab_ - 1)) % vocab_) : truth_[at]);
+    for (size_t at = history.size() - prompt_; int64_t(out.tokens.size()) < max && at < truth_.size(); ++at)
+      out.tokens.push_back(wrong(rng_) ? int32_t((truth_[at] + 1 + rng_() % (vocab_ - 1)) % vocab_) : truth_[at]);
     return out;
   }
+  double relative_cost() const override { return 0.0; }
 
  private:
   std::vector<int32_t> truth_;
@@ -79,7 +80,7 @@ TEST_P(SpeculativeOnFixtures, GreedyEqualsPlainForEveryDraftLength) {
     ASSERT_EQ(int64_t(plain.ids.size()), max_new);
     for (int64_t k = 1; k <= 8; ++k) {
       NoisyOracleDrafter drafter(plain.ids, request.prompt.size(), model->config().vocab_size, 0.3, uint32_t(rng()));
-      const GenerationResult spec = generate(*model, policy, request, {}, Speculation{&drafter, k});
+      const GenerationResult spec = generate(*model, policy, request, {}, Speculation{&drafter, k, /*adaptive=*/false});
       EXPECT_EQ(spec.ids, plain.ids) << scheme.cache_key() << ", K = " << k;
       EXPECT_GT(spec.spec.drafted, 0);
       EXPECT_LE(spec.spec.accepted, spec.spec.drafted);
@@ -99,8 +100,9 @@ TEST_P(SpeculativeOnFixtures, ADraftModelOfTheSameVocabulary) {
   request.sampling.temperature = 0.0f;
   const FixedPrefillPolicy policy(5);
   const GenerationResult plain = generate(*model, policy, request);
-  ModelDrafter drafter(*model, 9 + 20 + 8);
-  const GenerationResult spec = generate(*model, policy, request, {}, Speculation{&drafter, 4});
+  ModelDrafter drafter(*model, 9 + 20 + 8, /*relative_cost=*/1.0);
+  // Fixed: drafting with the target itself never pays, and the adaptive policy would stop.
+  const GenerationResult spec = generate(*model, policy, request, {}, Speculation{&drafter, 4, /*adaptive=*/false});
   EXPECT_EQ(spec.ids, plain.ids);
   EXPECT_GE(spec.spec.accepted * 10, spec.spec.drafted * 9) << "a draft identical to the target";
 }
@@ -118,17 +120,23 @@ TEST(Speculative, PromptLookupOnARepetitivePrompt) {
   const FixedPrefillPolicy policy(8);
   const GenerationResult plain = generate(*model, policy, request);
   NgramDrafter drafter;
-  const GenerationResult spec = generate(*model, policy, request, {}, Speculation{&drafter, 5});
+  const GenerationResult spec = generate(*model, policy, request, {}, Speculation{&drafter, 5});  // adaptive
   EXPECT_EQ(spec.ids, plain.ids);
   EXPECT_GT(spec.spec.drafted, 0);
 }
 
 TEST(Speculative, NgramDrafterProposesWhatFollowedTheLastOccurrence) {
   NgramDrafter drafter(3, 1);
-  EXPECT_EQ(drafter.propose({1, 2, 3, 9, 1, 2, 3, 7, 8, 1, 2, 3}, 2), (std::vector<int32_t>{7, 8}));
-  EXPECT_EQ(drafter.propose({5, 6, 7, 5}, 4), (std::vector<int32_t>{6, 7, 5}));
-  EXPECT_TRUE(drafter.propose({1, 2, 3}, 4).empty());
-  EXPECT_TRUE(drafter.propose({4}, 4).empty());
+  Sampler unused({.temperature = 0.0f});
+  auto propose = [&](const std::vector<int32_t>& history, int64_t max) {
+    const Draft d = drafter.propose(history, max, unused);
+    EXPECT_TRUE(d.dists.empty()) << "prompt lookup drafts point masses";
+    return d.tokens;
+  };
+  EXPECT_EQ(propose({1, 2, 3, 9, 1, 2, 3, 7, 8, 1, 2, 3}, 2), (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(propose({5, 6, 7, 5}, 4), (std::vector<int32_t>{6, 7, 5}));
+  EXPECT_TRUE(propose({1, 2, 3}, 4).empty());
+  EXPECT_TRUE(propose({4}, 4).empty());
 }
 
 TEST(SpeculativeTransaction, KeepsExactlyTheAcceptedPrefix) {
