@@ -3,7 +3,9 @@
 # http://127.0.0.1:8080 unless --host/--port say otherwise).
 # The default model is fathom-chat-small (assets/models/): a 12M-parameter Qwen3-architecture
 # chat model this project trained on WordNet and the Jargon File (scripts/train/). It answers
-# "What does X mean?"-style questions in the right form, often with wrong content.
+# "What does X mean?"-style questions in the right form, often with wrong content. It is
+# served with its draft model, assets/models/fathom-draft, for speculative decoding (unless
+# --spec or --draft-model is given).
 # Usage: scripts/run.sh [fathom serve options...]
 #   FATHOM_MODEL=DIR serves another folder; FATHOM_MODEL=random serves a random-weight model
 #   of the Qwen3-0.6B shape with the real Qwen3 tokenizer (real speed, meaningless answers).
@@ -21,4 +23,8 @@ if [ "$model" = random ]; then
     cp .cache/tokenizers/qwen3/tokenizer.json .cache/tokenizers/qwen3/tokenizer_config.json "$model/"
   fi
 fi
-exec build/fathom serve --model "$model" "$@"
+speculation=()
+if [ "$model" = assets/models/fathom-chat-small ] && [[ " $* " != *" --spec "* && " $* " != *" --draft-model "* ]]; then
+  speculation=(--draft-model assets/models/fathom-draft)
+fi
+exec build/fathom serve --model "$model" "${speculation[@]}" "$@"
