@@ -13,28 +13,71 @@ RecurrentState::RecurrentState(int64_t conv_dim, int64_t conv_kernel, int64_t va
   reset();
 }
 
-void RecurrentState::checkpoint() {
-  saved_conv = Tensor::empty(conv.shape(), DType::f32);
-  saved_matrix = Tensor::empty(matrix.shape(), DType::f32);
-  std::copy_n(conv.data<float>(), conv.numel(), saved_conv.data<float>());
-  std::copy_n(matrix.data<float>(), matrix.numel(), saved_matrix.data<float>());
-  saved_length = length;
+int64_t RecurrentState::bytes() const {
+  int64_t total = int64_t(conv.nbytes() + matrix.nbytes());
+  if (in_step())
+    total += int64_t(step_matrices_.nbytes() + step_conv_start_.nbytes() + step_conv_inputs_.nbytes());
+  return total;
 }
 
-void RecurrentState::restore_checkpoint() {
-  check(saved_conv.defined() && saved_conv.numel() == conv.numel(), "recurrent state: no checkpoint to restore");
-  std::copy_n(saved_conv.data<float>(), conv.numel(), conv.data<float>());
-  std::copy_n(saved_matrix.data<float>(), matrix.numel(), matrix.data<float>());
-  length = saved_length;
-  drop_checkpoint();
+void RecurrentState::begin_step(int64_t rows) {
+  check(!in_step(), "recurrent state: a speculative step is already open");
+  check(rows >= 1, "recurrent state: a speculative step of ", rows, " positions");
+  const int64_t conv_dim = conv.dim(0);
+  step_matrices_ = Tensor::empty({rows - 1, matrix.dim(0), matrix.dim(1), matrix.dim(2)}, DType::f32);
+  step_conv_start_ = Tensor::empty(conv.shape(), DType::f32);
+  step_conv_inputs_ = Tensor::empty({rows, conv_dim}, DType::f32);
+  std::copy_n(conv.data<float>(), conv.numel(), step_conv_start_.data<float>());
+  step_rows_ = rows;
+  step_start_ = length;
 }
 
-void RecurrentState::drop_checkpoint() {
-  saved_conv = Tensor();
-  saved_matrix = Tensor();
+float* RecurrentState::copy_after(int64_t p) {
+  check(in_step(), "recurrent state: no speculative step is open");
+  check(p >= 1 && p <= step_rows_, "recurrent state: position ", p, " of a ", step_rows_, "-position step");
+  return p == step_rows_ ? nullptr : step_matrices_.data<float>() + (p - 1) * matrix.numel();
+}
+
+void RecurrentState::record_conv_inputs(const float* x, int64_t t, int64_t stride) {
+  check(in_step(), "recurrent state: no speculative step is open");
+  const int64_t at = step_written(), conv_dim = conv.dim(0);
+  check(t >= 0 && at + t <= step_rows_, "recurrent state: ", at, " + ", t, " positions in a ", step_rows_,
+        "-position step");
+  for (int64_t i = 0; i < t; ++i)
+    std::copy_n(x + i * stride, conv_dim, step_conv_inputs_.data<float>() + (at + i) * conv_dim);
+}
+
+void RecurrentState::resolve_step(int64_t kept) {
+  check(in_step(), "recurrent state: no speculative step to resolve");
+  check(kept >= 1 && kept <= step_rows_, "recurrent state: keeping ", kept, " of ", step_rows_, " positions");
+  check(step_written() == step_rows_, "recurrent state: the step wrote ", step_written(), " of ", step_rows_,
+        " positions");
+  if (kept < step_rows_) {
+    std::copy_n(copy_after(kept), matrix.numel(), matrix.data<float>());
+    // The window after `kept` positions: the last `past` inputs of start ++ inputs[0, kept).
+    const int64_t conv_dim = conv.dim(0), past = conv.dim(1);
+    const float* start = step_conv_start_.data<float>();
+    const float* inputs = step_conv_inputs_.data<float>();
+    float* window = conv.data<float>();
+    for (int64_t c = 0; c < conv_dim; ++c)
+      for (int64_t j = 0; j < past; ++j) {
+        const int64_t idx = kept + j;
+        window[c * past + j] = idx < past ? start[c * past + idx] : inputs[(idx - past) * conv_dim + c];
+      }
+    length = step_start_ + kept;
+  }
+  drop_step();
+}
+
+void RecurrentState::drop_step() {
+  step_matrices_ = Tensor();
+  step_conv_start_ = Tensor();
+  step_conv_inputs_ = Tensor();
+  step_rows_ = 0;
 }
 
 void RecurrentState::reset() {
+  drop_step();
   std::fill(conv.data<float>(), conv.data<float>() + conv.numel(), 0.0f);
   std::fill(matrix.data<float>(), matrix.data<float>() + matrix.numel(), 0.0f);
   length = 0;

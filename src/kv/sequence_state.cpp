@@ -54,7 +54,7 @@ void SequenceState::begin(int64_t rows) {
         max_verify_rows(), ")");
   try {
     for (auto& r : recurrent)
-      if (r) r->checkpoint();
+      if (r) r->begin_step(rows);
   } catch (...) {
     invalidate();
     throw;
@@ -71,24 +71,11 @@ int64_t SequenceState::resolve(int64_t kept) {
     check(length_ == begin_length_ + rows_, "speculative resolve: the verify step wrote ", length_ - begin_length_,
           " positions, not ", rows_);
     open_ = false;
-    const bool recurrent_layers =
-        std::any_of(recurrent.begin(), recurrent.end(), [](const auto& r) { return bool(r); });
-    if (kept == rows_) {
-      for (auto& r : recurrent)
-        if (r) r->drop_checkpoint();
-    } else if (recurrent_layers) {
-      // Back to the checkpoint everywhere; the caller runs the kept tokens again.
-      for (auto& r : recurrent)
-        if (r) r->restore_checkpoint();
-      for (auto& layer : kv)
-        if (layer) layer->trim(begin_length_);
-      length_ = begin_length_;
-      return kept;
-    } else {
-      for (auto& layer : kv)
-        if (layer) layer->trim(begin_length_ + kept);
-      length_ = begin_length_ + kept;
-    }
+    for (auto& r : recurrent)
+      if (r) r->resolve_step(kept);
+    for (auto& layer : kv)
+      if (layer) layer->trim(begin_length_ + kept);
+    length_ = begin_length_ + kept;
     for (auto& layer : kv)
       if (layer) layer->end_step();
     return 0;

@@ -43,14 +43,15 @@ struct SequenceState {
   bool can_begin(int64_t rows) const;
   // Most rows a verify step may take now (0 when none); can_begin(n) holds for 1 ≤ n ≤ this.
   int64_t max_verify_rows() const;
-  // Checkpoints what a rollback needs (the recurrent layers' state).
+  // Opens the step: recurrent layers start keeping their state after each
+  // position (they cannot be trimmed back afterwards).
   void begin(int64_t rows);
   // Keeps the first `kept` (1 ≤ kept ≤ rows) of the verify step's positions in
-  // every layer. KV layers truncate; recurrent layers cannot, so when some
-  // rows are rejected they go back to the checkpoint and the positions are
-  // not kept: the return value is how many tokens (the first `kept` of the
-  // step) the caller must run again, 0 when none. A failure invalidates the
-  // sequence (its state is dropped) and throws.
+  // every layer: KV layers truncate, recurrent layers take their state after
+  // position `kept`. Returns the tokens the caller must run again: always 0
+  // (every layer keeps exactly the accepted prefix; the count stays until the
+  // callers stop reading it). A failure invalidates the sequence (its state is
+  // dropped) and throws.
   int64_t resolve(int64_t kept);
   bool in_transaction() const { return open_; }
 

@@ -59,7 +59,8 @@ void causal_conv1d_silu(const float* x, int64_t t, int64_t channels, int64_t str
     }
 }
 
-void gated_delta_rule_recurrent(const DeltaNetDims& d, const DeltaRuleInputs& in, float* state, float* out) {
+void gated_delta_rule_recurrent(const DeltaNetDims& d, const DeltaRuleInputs& in, float* state, float* out,
+                                float* const* copies) {
   const int64_t hv = d.num_value_heads, dk = d.key_head_dim, dv = d.value_head_dim;
   const int64_t group = d.num_value_heads / d.num_key_heads;
   auto job = [&](int64_t h0, int64_t h1) {
@@ -96,6 +97,8 @@ void gated_delta_rule_recurrent(const DeltaNetDims& d, const DeltaRuleInputs& in
             o[b] += qa * row[b];
           }
         }
+        // The head's state is still in cache: copying it here is a streaming write.
+        if (copies && copies[ti]) std::memcpy(copies[ti] + h * dk * dv, s, size_t(dk * dv) * sizeof(float));
       }
     }
   };
@@ -300,6 +303,7 @@ void run_gated_deltanet(Backend& b, const GatedDeltaNet& net, const Tensor& h, R
     b.matmul_shared(h, decay, false);
   }
 
+  if (state.in_step()) state.record_conv_inputs(s.qkv.data<float>(), t, d.conv_dim());
   causal_conv1d_silu(s.qkv.data<float>(), t, d.conv_dim(), d.conv_dim(), net.conv_weight.data<float>(),
                      d.conv_kernel, state.conv.data<float>(), s.conv.data<float>());
 
@@ -329,8 +333,18 @@ void run_gated_deltanet(Backend& b, const GatedDeltaNet& net, const Tensor& h, R
   in.beta = s.b.data<float>();
   in.t = t;
   in.q_stride = in.k_stride = in.v_stride = d.conv_dim();
-  if (t == 1) gated_delta_rule_recurrent(d, in, state.matrix.data<float>(), s.core.data<float>());
-  else gated_delta_rule_chunked(d, in, kDeltaRuleChunk, state.matrix.data<float>(), s.core.data<float>());
+  if (state.in_step()) {
+    // A speculative step keeps the matrix after each position, so it runs token
+    // by token: the states (and outputs) are decode's, bit for bit.
+    const int64_t p = state.step_written();
+    std::vector<float*> copies(static_cast<size_t>(t));
+    for (int64_t i = 0; i < t; ++i) copies[size_t(i)] = state.copy_after(p + 1 + i);
+    gated_delta_rule_recurrent(d, in, state.matrix.data<float>(), s.core.data<float>(), copies.data());
+  } else if (t == 1) {
+    gated_delta_rule_recurrent(d, in, state.matrix.data<float>(), s.core.data<float>());
+  } else {
+    gated_delta_rule_chunked(d, in, kDeltaRuleChunk, state.matrix.data<float>(), s.core.data<float>());
+  }
   state.length += t;
 
   // Gated RMSNorm per (token, value head): w · x / rms(x) · silu(z).

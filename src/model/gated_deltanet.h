@@ -6,10 +6,12 @@
 //
 // The delta rule, per value head, with S [key_head_dim, value_head_dim]:
 //   S ← exp(g_t)·S;  S ← S + k_t·(β_t·(v_t − Sᵀk_t))ᵀ;  o_t = Sᵀq_t
-// Decode (one token) runs it as written. Prefill runs it in chunks: inside a
-// chunk the updates form a unit lower-triangular system (the UT transform)
-// solved by forward substitution, so a chunk is a few small matrix products
-// instead of one rank-1 update per token; the state carries across chunks.
+// Decode (one token) and speculative verify steps (which keep the state after
+// every position, see RecurrentState) run it as written. Prefill runs it in
+// chunks: inside a chunk the updates form a unit lower-triangular system (the
+// UT transform) solved by forward substitution, so a chunk is a few small
+// matrix products instead of one rank-1 update per token; the state carries
+// across chunks.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,7 +51,10 @@ struct DeltaRuleInputs {
 
 // out [t, value_heads, value_head_dim] ← the rule token by token; state
 // [value_heads, key_head_dim, value_head_dim] advances past the t tokens.
-void gated_delta_rule_recurrent(const DeltaNetDims& d, const DeltaRuleInputs& in, float* state, float* out);
+// With `copies`, each non-null copies[i] (same shape as the state) receives
+// the state after token i.
+void gated_delta_rule_recurrent(const DeltaNetDims& d, const DeltaRuleInputs& in, float* state, float* out,
+                                float* const* copies = nullptr);
 // The same result computed in blocks of `chunk` tokens (equal up to rounding).
 void gated_delta_rule_chunked(const DeltaNetDims& d, const DeltaRuleInputs& in, int64_t chunk, float* state,
                               float* out);

@@ -2,12 +2,15 @@
 // chunked delta rule equals the token-by-token recurrence (any length, any
 // starting state), the recurrence equals a direct double-precision evaluation,
 // the conv carries its state across split calls, and a whole layer gives the
-// same output whether a sequence arrives at once or in pieces.
+// same output whether a sequence arrives at once or in pieces; a speculative
+// step resolves to the state of exactly the kept tokens.
 #include "model/gated_deltanet.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "test_util.h"
@@ -147,6 +150,39 @@ TEST(GatedDeltaRule, ChunkedMatchesRecurrenceFromNonZeroState) {
   }
 }
 
+TEST(GatedDeltaRule, CopiesAreTheStatesAfterEachToken) {
+  // Copying the state out as the recurrence passes each token changes nothing
+  // in the arithmetic: copy i equals, bit for bit, the state after running
+  // only the first i + 1 tokens.
+  uint64_t seed = 0;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const DeltaNetDims d = small_dims();
+  const int64_t t = 7, n = d.num_value_heads * d.key_head_dim * d.value_head_dim;
+  const RuleData data = random_rule_data(d, t, rng);
+  const std::vector<float> start = random_state(d, rng);
+  std::vector<float> state = start, plain = start, copies(size_t(t * n), -1.0f);
+  std::vector<float*> slots(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) slots[size_t(i)] = i == 3 ? nullptr : copies.data() + i * n;  // null: no copy
+  std::vector<float> out(size_t(t * d.value_dim())), plain_out(out.size());
+  gated_delta_rule_recurrent(d, data.inputs(d), state.data(), out.data(), slots.data());
+  gated_delta_rule_recurrent(d, data.inputs(d), plain.data(), plain_out.data());
+  EXPECT_EQ(state, plain);
+  EXPECT_EQ(out, plain_out);
+  for (int64_t i = 0; i < t; ++i) {
+    SCOPED_TRACE("token " + std::to_string(i));
+    DeltaRuleInputs prefix = data.inputs(d);
+    prefix.t = i + 1;
+    std::vector<float> s = start, o(size_t(prefix.t * d.value_dim()));
+    gated_delta_rule_recurrent(d, prefix, s.data(), o.data());
+    if (i == 3) {
+      EXPECT_TRUE(std::all_of(copies.begin() + i * n, copies.begin() + (i + 1) * n, [](float x) { return x == -1.0f; }));
+      continue;
+    }
+    EXPECT_EQ(std::memcmp(copies.data() + i * n, s.data(), size_t(n) * sizeof(float)), 0);
+  }
+}
+
 TEST(GatedDeltaRule, ChunkedPrefillsCompose) {
   // Two chunked calls (a prefill continuing from the first one's state) equal one.
   uint64_t seed = 0;
@@ -268,6 +304,130 @@ TEST(GatedDeltaNetLayer, PiecewiseEqualsWhole) {
     for (int64_t i = 0; i < t; ++i)
       EXPECT_LT(relative_error(split.data() + i * hidden, whole.data() + i * hidden, hidden), 1e-5) << "row " << i;
   }
+}
+
+// A deep copy (Tensor copies share storage).
+RecurrentState copy_of(const RecurrentState& r, const DeltaNetDims& d) {
+  RecurrentState c(d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
+  std::copy_n(r.conv.data<float>(), r.conv.numel(), c.conv.data<float>());
+  std::copy_n(r.matrix.data<float>(), r.matrix.numel(), c.matrix.data<float>());
+  c.length = r.length;
+  return c;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+// A verify step of `rows` tokens, resolved to `kept`, against the kept tokens
+// run on their own. "Equal" means two things here:
+// - bit for bit against the kept tokens decoded one at a time: a step runs
+//   the recurrence token by token like decode, copies the matrix out after
+//   each position (data movement only) and rebuilds the conv window from its
+//   inputs, so nothing is computed differently;
+// - within rounding (relative error < 1e-5) against the kept tokens run as
+//   one prefill, which takes the chunked rule (a different summation order).
+TEST(GatedDeltaNetLayer, AVerifyStepResolvesToTheStateOfTheKeptTokens) {
+  uint64_t seed = 0;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto b = make_cpu_backend();
+  const DeltaNetDims d = small_dims();
+  const int64_t hidden = 40, prompt = 20, rows = 6;
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fused projections" : "separate projections");
+    const GatedDeltaNet net = random_layer(d, hidden, fused, rng);
+    const Tensor x = random_tensor({prompt + rows + 1, hidden}, DType::f32, rng);
+    auto run = [&](RecurrentState& state, int64_t begin, int64_t n) {
+      GatedDeltaNetScratch scratch(n, d, fused);
+      Tensor out = Tensor::empty({n, hidden}, DType::f32);
+      run_gated_deltanet(*b, net, x.slice_rows(begin, begin + n), state, scratch, out, false);
+      return out;
+    };
+    RecurrentState start(d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
+    run(start, 0, prompt);  // a chunked prefill: the step starts from a non-zero state and window
+    const int64_t base_bytes = start.bytes();
+    // Every row decoded one at a time: the states and outputs a plain run reaches.
+    std::vector<RecurrentState> decoded;
+    std::vector<Tensor> decoded_out;
+    RecurrentState plain = copy_of(start, d);
+    for (int64_t i = 0; i < rows; ++i) {
+      decoded_out.push_back(run(plain, prompt + i, 1));
+      decoded.push_back(copy_of(plain, d));
+    }
+    for (int64_t kept = 1; kept <= rows; ++kept) {
+      for (bool split : {false, true}) {  // one step call, or two (2 + 4 rows)
+        SCOPED_TRACE("kept " + std::to_string(kept) + (split ? ", step in two calls" : ""));
+        RecurrentState spec = copy_of(start, d);
+        spec.begin_step(rows);
+        EXPECT_TRUE(spec.in_step());
+        const int64_t matrix_bytes = int64_t(spec.matrix.nbytes()), conv_bytes = int64_t(spec.conv.nbytes());
+        EXPECT_EQ(spec.bytes(), base_bytes + (rows - 1) * matrix_bytes + conv_bytes + rows * d.conv_dim() * 4);
+        std::vector<Tensor> outs;
+        if (split) {
+          outs.push_back(run(spec, prompt, 2));
+          outs.push_back(run(spec, prompt + 2, rows - 2));
+        } else {
+          outs.push_back(run(spec, prompt, rows));
+        }
+        // The step's outputs are decode's, row for row.
+        int64_t row = 0;
+        for (const Tensor& o : outs)
+          for (int64_t i = 0; i < o.dim(0); ++i, ++row)
+            EXPECT_EQ(std::memcmp(o.data<float>() + i * hidden, decoded_out[size_t(row)].data<float>(),
+                                  size_t(hidden) * sizeof(float)),
+                      0)
+                << "row " << row;
+        spec.resolve_step(kept);
+        EXPECT_FALSE(spec.in_step());
+        EXPECT_EQ(spec.length, prompt + kept);
+        EXPECT_EQ(spec.bytes(), base_bytes);
+        const RecurrentState& want = decoded[size_t(kept - 1)];
+        EXPECT_TRUE(same_bits(spec.matrix, want.matrix));
+        EXPECT_TRUE(same_bits(spec.conv, want.conv));
+        // The kept tokens as one prefill (chunked rule): equal within rounding.
+        RecurrentState prefill = copy_of(start, d);
+        run(prefill, prompt, kept);
+        EXPECT_LT(relative_error(spec.matrix.data<float>(), prefill.matrix.data<float>(), spec.matrix.numel()), 1e-5);
+        EXPECT_TRUE(same_bits(spec.conv, prefill.conv));  // the window is data, never rounded
+        // And the sequence goes on from there as the plain run does.
+        RecurrentState after = copy_of(want, d);
+        const Tensor next_spec = run(spec, prompt + kept, 1), next_plain = run(after, prompt + kept, 1);
+        EXPECT_TRUE(same_bits(next_spec, next_plain));
+      }
+    }
+  }
+}
+
+TEST(RecurrentStateStep, MisuseIsAnErrorAndResetDropsTheStep) {
+  const DeltaNetDims d = small_dims();
+  RecurrentState s(d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
+  const int64_t base = s.bytes();
+  std::vector<float> row(size_t(d.conv_dim()), 1.0f);
+  EXPECT_THROW(s.resolve_step(1), Error);  // no step open
+  EXPECT_THROW(s.copy_after(1), Error);
+  EXPECT_THROW(s.record_conv_inputs(row.data(), 1, d.conv_dim()), Error);
+  EXPECT_THROW(s.begin_step(0), Error);
+  s.begin_step(3);
+  EXPECT_THROW(s.begin_step(3), Error);  // one step at a time
+  EXPECT_THROW(s.copy_after(0), Error);
+  EXPECT_THROW(s.copy_after(4), Error);
+  EXPECT_EQ(s.copy_after(3), nullptr);  // the last position's matrix is `matrix` itself
+  EXPECT_THROW(s.record_conv_inputs(row.data(), 4, d.conv_dim()), Error);  // more positions than the step has
+  s.record_conv_inputs(row.data(), 1, d.conv_dim());
+  s.length += 1;
+  EXPECT_THROW(s.resolve_step(1), Error);  // only 1 of 3 positions written
+  EXPECT_TRUE(s.in_step());
+  s.record_conv_inputs(row.data(), 1, d.conv_dim());
+  s.record_conv_inputs(row.data(), 1, d.conv_dim());
+  s.length += 2;
+  EXPECT_THROW(s.resolve_step(0), Error);
+  EXPECT_THROW(s.resolve_step(4), Error);
+  EXPECT_GT(s.bytes(), base);
+  s.reset();
+  EXPECT_FALSE(s.in_step());
+  EXPECT_EQ(s.bytes(), base);
+  EXPECT_EQ(s.length, 0);
 }
 
 }  // namespace
