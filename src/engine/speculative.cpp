@@ -80,8 +80,16 @@ Draft NgramDrafter::propose(const std::vector<int32_t>& history, int64_t max, Sa
     // The most recent earlier occurrence that has tokens after it.
     for (int64_t at = size - n - 1; at >= 0; --at) {
       if (!std::equal(tail, history.end(), history.begin() + at)) continue;
-      const int64_t from = at + n, count = std::min(max, size - from);
-      return {{history.begin() + from, history.begin() + from + count}, {}};
+      // Copy what followed, LZ77-style: a copy that runs past the end of the
+      // history continues from its own drafts, so a loop of period p (a
+      // match p tokens back) drafts the whole `max` tokens of the loop.
+      const int64_t from = at + n;
+      Draft draft;
+      for (int64_t j = 0; j < max; ++j) {
+        const int64_t src = from + j;
+        draft.tokens.push_back(src < size ? history[size_t(src)] : draft.tokens[size_t(src - size)]);
+      }
+      return draft;
     }
   }
   return {};

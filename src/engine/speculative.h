@@ -76,7 +76,8 @@ class DraftLengthPolicy {
 };
 
 // Prompt lookup: the tokens that followed the most recent earlier occurrence
-// of the history's last n tokens (n from max_ngram down to min_ngram).
+// of the history's last n tokens (n from max_ngram down to min_ngram),
+// continued periodically when that occurrence is closer than `max` tokens.
 class NgramDrafter final : public Drafter {
  public:
   explicit NgramDrafter(int64_t max_ngram = 3, int64_t min_ngram = 1);

@@ -1,5 +1,7 @@
 #include "model/attention.h"
 
+#include "core/error.h"
+
 namespace fathom {
 
 SelfAttention SelfAttention::load(const WeightLoader& w, const std::string& prefix, const ModelConfig& c,
@@ -24,9 +26,22 @@ AttentionScratch::AttentionScratch(int64_t t, const ModelConfig& c)
       v(Tensor::empty({t, c.num_kv_heads, c.head_dim}, DType::f32)),
       attn(Tensor::empty({t, c.num_heads, c.head_dim}, DType::f32)) {}
 
+void attend_segments(Backend& b, const StepLayout& layout, int64_t kv_layer, const Tensor* k, const Tensor* v,
+                     const Tensor& q, AttentionParams params, Tensor& out) {
+  for (const auto& segment : layout.segments) {
+    KvLayer* kv = segment.state->kv[size_t(kv_layer)].get();
+    check(kv != nullptr, "attention: the sequence has no KV layer ", kv_layer);
+    const int64_t begin = segment.row, end = segment.row + segment.rows;
+    if (k) kv->append(k->slice_rows(begin, end), v->slice_rows(begin, end));
+    params.first_position = segment.first_position;
+    Tensor rows = out.slice_rows(begin, end);
+    kv->attend(b, q.slice_rows(begin, end), params, rows);
+  }
+}
+
 void run_self_attention(Backend& b, const SelfAttention& a, const ModelConfig& c, const Tensor& h, const Tensor& cos,
-                        const Tensor& sin, AttentionParams params, KvLayer& kv, AttentionScratch& s, Tensor& out,
-                        bool bf16) {
+                        const Tensor& sin, AttentionParams params, const StepLayout& layout, int64_t layer,
+                        AttentionScratch& s, Tensor& out, bool bf16) {
   const int64_t t = h.dim(0);
   const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   Tensor q2 = s.q.reshape({t, q_dim}), k2 = s.k.reshape({t, kv_dim}), v2 = s.v.reshape({t, kv_dim});
@@ -41,9 +56,8 @@ void run_self_attention(Backend& b, const SelfAttention& a, const ModelConfig& c
   }
   b.rope(s.q, cos, sin);
   b.rope(s.k, cos, sin);
-  kv.append(s.k, s.v);
   params.window = a.window;
-  kv.attend(b, s.q, params, s.attn);
+  attend_segments(b, layout, layer, &s.k, &s.v, s.q, params, s.attn);
   a.o(b, s.attn.reshape({t, q_dim}), out, bf16);
 }
 

@@ -9,6 +9,7 @@
 #include "io/model_config.h"
 #include "kv/kv_layer.h"
 #include "model/layers.h"
+#include "model/step.h"
 #include "model/weights.h"
 
 namespace fathom {
@@ -31,11 +32,18 @@ struct AttentionScratch {
   AttentionScratch(int64_t t, const ModelConfig& c);
 };
 
-// out [t, hidden] ← o(attention(rope(q(h)), rope(k(h)), v(h))); appends this
-// chunk's keys/values to `kv`. cos/sin [t, rotary_dim / 2]; params carries the
-// scale and the first position (the window comes from the layer).
+// For each sequence of the step: appends its rows of k and v (when k is not
+// null) to its state's KV layer `kv_layer`, then attends its rows of q over
+// that layer from its own first position. q, k, v, out: [rows, heads, head_dim].
+void attend_segments(Backend& b, const StepLayout& layout, int64_t kv_layer, const Tensor* k, const Tensor* v,
+                     const Tensor& q, AttentionParams params, Tensor& out);
+
+// out [t, hidden] ← o(attention(rope(q(h)), rope(k(h)), v(h))) over the step's
+// rows; each sequence appends its keys/values to its KV layer `layer`.
+// cos/sin [t, rotary_dim / 2] at each row's position; params carries the
+// scale (positions come from the layout, the window from the layer).
 void run_self_attention(Backend& b, const SelfAttention& a, const ModelConfig& c, const Tensor& h, const Tensor& cos,
-                        const Tensor& sin, AttentionParams params, KvLayer& kv, AttentionScratch& s, Tensor& out,
-                        bool bf16);
+                        const Tensor& sin, AttentionParams params, const StepLayout& layout, int64_t layer,
+                        AttentionScratch& s, Tensor& out, bool bf16);
 
 }  // namespace fathom

@@ -1,5 +1,7 @@
 #include "model/decoder_model.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace fathom {
@@ -19,18 +21,6 @@ void DecoderModel::require_attention_layers() const {
           " is linear_attention, which this architecture does not have");
 }
 
-int64_t DecoderModel::begin_step(const SequenceState& state, int64_t t) const {
-  check(t > 0, "forward: no tokens");
-  check(state.valid(), "forward: the sequence was invalidated by a failed speculative step");
-  check(int64_t(state.kv.size()) == config_.num_layers && int64_t(state.recurrent.size()) == config_.num_layers,
-        "forward: state has ", state.kv.size(), " layers, model ", config_.num_layers);
-  check(t <= state.max_step, "forward: a step of ", t, " tokens is longer than the state's ", state.max_step);
-  const int64_t first = state.length();
-  check(first + t <= state.capacity, "forward: ", first, " + ", t, " tokens exceed the sequence capacity of ",
-        state.capacity);
-  return first;
-}
-
 std::string DecoderModel::text_prefix(const WeightLoader& w) const {
   for (const char* p : {"model.", "model.language_model.", "language_model.model."})
     if (w.has(std::string(p) + "embed_tokens.weight")) return p;
@@ -48,11 +38,20 @@ void DecoderModel::load_lm_head(const WeightLoader& w, const std::string& root) 
   lm_head_ = w.matmul_weight(head, config_.vocab_size, config_.hidden_size);
 }
 
-Tensor DecoderModel::logits(const Tensor& x, bool all_logits) const {
-  const Tensor rows = all_logits ? x : x.slice_rows(x.dim(0) - 1, x.dim(0));
+Tensor DecoderModel::logits(const Tensor& x, const StepLayout& layout) const {
+  const int64_t n = int64_t(layout.logit_rows.size()), hidden = x.dim(1);
+  Tensor rows;
+  if (n == x.dim(0)) {
+    rows = x;  // every row, in order
+  } else {
+    rows = Tensor::empty({n, hidden}, DType::f32);
+    for (int64_t i = 0; i < n; ++i)
+      std::copy_n(x.data<float>() + layout.logit_rows[size_t(i)] * hidden, hidden, rows.data<float>() + i * hidden);
+  }
+  Tensor out = Tensor::empty({n, config_.vocab_size}, DType::f32);
+  if (n == 0) return out;
   Tensor normed = Tensor::empty(rows.shape(), DType::f32);
   backend_->rms_norm(rows, final_norm_, float(config_.rms_norm_eps), normed);
-  Tensor out = Tensor::empty({rows.dim(0), config_.vocab_size}, DType::f32);
   backend_->matmul(normed, lm_head_, nullptr, out, bf16());
   return out;
 }

@@ -27,8 +27,6 @@ class DecoderModel : public Model {
 
   // Rejects linear-attention layers, which these decoders do not have.
   void require_attention_layers() const;
-  // Checks a step of t tokens against the state; returns its first position.
-  int64_t begin_step(const SequenceState& state, int64_t t) const;
   // Where the text model's weights live: "model." (…ForCausalLM) or, in
   // multimodal folders, "model.language_model." (transformers 5) or
   // "language_model.model." (older).
@@ -36,8 +34,8 @@ class DecoderModel : public Model {
   // lm_head.weight (language_model.lm_head.weight in older multimodal folders),
   // or the embeddings `root`embed_tokens.weight when tied or absent.
   void load_lm_head(const WeightLoader& w, const std::string& root);
-  // final_norm then lm_head over every row of x, or its last row only.
-  Tensor logits(const Tensor& x, bool all_logits) const;
+  // final_norm then lm_head over the rows of x the step wants logits for.
+  Tensor logits(const Tensor& x, const StepLayout& layout) const;
   bool bf16() const { return dtype_ == ComputeDType::bf16; }
   // Call last in the architecture's constructor: weights mapped plus converted.
   void count_weight_bytes(const WeightLoader& w) { weight_bytes_ = weights_.total_bytes() + w.converted_bytes(); }

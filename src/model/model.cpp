@@ -9,21 +9,68 @@
 namespace fathom {
 
 Tensor Model::forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const {
-  const int64_t t = int64_t(ids.size());
-  if (t <= state.max_step) return forward_step(ids, state, all_logits);
-  Tensor out = Tensor::empty({all_logits ? t : 1, config().vocab_size}, DType::f32);
-  for (int64_t begin = 0; begin < t; begin += state.max_step) {
-    const int64_t end = std::min(t, begin + state.max_step);
-    const bool last = end == t;
-    if (!all_logits && !last) {  // only the final piece's last row is wanted
-      forward_step({ids.begin() + begin, ids.begin() + end}, state, false);
-      continue;
-    }
-    Tensor piece = forward_step({ids.begin() + begin, ids.begin() + end}, state, all_logits);
-    float* dst = out.data<float>() + (all_logits ? begin : 0) * config().vocab_size;
-    std::copy(piece.data<float>(), piece.data<float>() + piece.numel(), dst);
+  const SequenceStep one[] = {{&state, ids, all_logits ? WantLogits::all : WantLogits::last}};
+  return forward(one);
+}
+
+Tensor Model::forward(std::span<const SequenceStep> step) const {
+  const ModelConfig& c = config();
+  check(!step.empty(), "forward: an empty step");
+  int64_t total_logit_rows = 0;
+  bool split = false;
+  for (size_t i = 0; i < step.size(); ++i) {
+    const SequenceStep& s = step[i];
+    check(s.state != nullptr, "forward: sequence ", i, " of the step has no state");
+    const SequenceState& state = *s.state;
+    const int64_t t = int64_t(s.ids.size());
+    check(t > 0, "forward: sequence ", i, " of the step has no tokens");
+    check(state.valid(), "forward: the sequence was invalidated by a failed speculative step");
+    check(int64_t(state.kv.size()) == c.num_layers && int64_t(state.recurrent.size()) == c.num_layers,
+          "forward: state has ", state.kv.size(), " layers, model ", c.num_layers);
+    check(state.length() + t <= state.capacity, "forward: ", state.length(), " + ", t,
+          " tokens exceed the sequence capacity of ", state.capacity);
+    for (size_t j = 0; j < i; ++j)
+      check(step[j].state != s.state, "forward: sequences ", j, " and ", i, " of the step share one state");
+    for (int32_t id : s.ids)
+      check(id >= 0 && id < c.vocab_size, "forward: token id ", id, " is out of range [0, ", c.vocab_size, ")");
+    total_logit_rows += s.logit_rows();
+    split = split || t > state.max_step;
   }
-  return out;
+  Tensor out;
+  if (split) out = Tensor::empty({total_logit_rows, c.vocab_size}, DType::f32);
+  // Steps of at most each state's max_step rows; a sequence's logits land at
+  // its offset in `out` (all rows, or the last row of its last piece).
+  std::vector<int64_t> done(step.size(), 0);
+  for (;;) {
+    StepLayout layout;
+    std::vector<int64_t> dst;  // for each logit row of this piece, its row in `out`
+    int64_t offset = 0;
+    for (size_t i = 0; i < step.size(); ++i) {
+      const SequenceStep& s = step[i];
+      const int64_t t = int64_t(s.ids.size()), begin = done[i];
+      if (begin < t) {
+        const int64_t end = std::min(t, begin + s.state->max_step);
+        const int64_t row = layout.rows();
+        layout.segments.push_back({s.state, row, end - begin, s.state->length()});
+        layout.ids.insert(layout.ids.end(), s.ids.begin() + begin, s.ids.begin() + end);
+        for (int64_t r = begin; r < end; ++r) {
+          const bool wanted = s.logits == WantLogits::all || (s.logits == WantLogits::last && r == t - 1);
+          if (!wanted) continue;
+          layout.logit_rows.push_back(row + r - begin);
+          dst.push_back(offset + (s.logits == WantLogits::all ? r : 0));
+        }
+        done[i] = end;
+      }
+      offset += s.logit_rows();
+    }
+    if (layout.segments.empty()) return out;
+    Tensor logits = forward_step(layout);
+    for (const auto& segment : layout.segments) segment.state->end_step(segment.rows);
+    if (!split) return logits;
+    for (size_t r = 0; r < dst.size(); ++r)
+      std::copy_n(logits.data<float>() + int64_t(r) * c.vocab_size, c.vocab_size,
+                  out.data<float>() + dst[r] * c.vocab_size);
+  }
 }
 
 Model::Model(const LoadOptions& options) : kv_scheme_(options.kv_scheme), sliding_step_(options.sliding_step) {

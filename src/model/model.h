@@ -3,6 +3,7 @@
 // sequence owns its state (one KV layer per attention layer).
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "kv/recurrent_state.h"
 #include "kv/sequence_state.h"
 #include "kv/rotating_kv_layer.h"
+#include "model/step.h"
 #include "model/weights.h"
 
 namespace fathom {
@@ -36,10 +38,14 @@ class Model {
   virtual ComputeDType compute_dtype() const = 0;
   // A fresh sequence able to hold `capacity` tokens.
   virtual std::unique_ptr<SequenceState> new_state(int64_t capacity) const = 0;
-  // Runs `ids` at positions [state.length(), state.length() + ids.size()) and
-  // appends their keys/values to the state. Returns f32 logits: [ids.size(), vocab]
-  // when all_logits, otherwise [1, vocab] for the last position. Steps longer
-  // than state.max_step run as several (exact: chunked prefill is exact).
+  // Runs a step over many sequences (model/step.h): each sequence's ids at
+  // positions [state.length(), state.length() + ids.size()), appended to its
+  // state. Returns f32 logits [Σ logit_rows, vocab]: each sequence's rows in
+  // step order. A sequence's run longer than its state's max_step goes
+  // through several steps (exact: chunked prefill is exact).
+  Tensor forward(std::span<const SequenceStep> step) const;
+  // One sequence: a step of one. Logits [ids.size(), vocab] when all_logits,
+  // otherwise [1, vocab] for the last position.
   Tensor forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const;
   const KvScheme& kv_scheme() const { return kv_scheme_; }
   // Exact KV bytes of one sequence holding `tokens` tokens under this model's scheme.
@@ -50,8 +56,10 @@ class Model {
 
  protected:
   explicit Model(const LoadOptions& options);
-  // One step of at most state.max_step tokens; ends with state.end_step(ids.size()).
-  virtual Tensor forward_step(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const = 0;
+  // One step whose segments are each at most their state's max_step rows
+  // (checked); returns the logits of layout.logit_rows. forward() ends each
+  // state's step afterwards.
+  virtual Tensor forward_step(const StepLayout& layout) const = 0;
   // Per layer as the config says: a KV layer for each attention layer that
   // owns its cache (sliding ones rotate), coded as the scheme says, plain
   // storage in the compute dtype (f32 keeps f32 compute exact); a recurrent

@@ -109,4 +109,12 @@ void RopeTable::fill(int64_t first_position, int64_t count, Tensor& cos, Tensor&
   }
 }
 
+void RopeTable::fill(const StepLayout& layout, Tensor& cos, Tensor& sin) const {
+  for (const auto& segment : layout.segments) {
+    Tensor c = cos.slice_rows(segment.row, segment.row + segment.rows);
+    Tensor s = sin.slice_rows(segment.row, segment.row + segment.rows);
+    fill(segment.first_position, segment.rows, c, s);
+  }
+}
+
 }  // namespace fathom

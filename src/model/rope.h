@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "io/model_config.h"
+#include "model/step.h"
 
 namespace fathom {
 
@@ -19,6 +20,8 @@ class RopeTable {
   const std::vector<float>& inv_freq() const { return inv_freq_; }
   // cos, sin [count, half] for positions first_position … first_position + count - 1.
   void fill(int64_t first_position, int64_t count, Tensor& cos, Tensor& sin) const;
+  // Every row of a step at its own sequence's position.
+  void fill(const StepLayout& layout, Tensor& cos, Tensor& sin) const;
 
  private:
   void init_proportional(const RopeConfig& rope, int64_t head_dim);

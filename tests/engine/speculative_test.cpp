@@ -134,7 +134,8 @@ TEST(Speculative, NgramDrafterProposesWhatFollowedTheLastOccurrence) {
     return d.tokens;
   };
   EXPECT_EQ(propose({1, 2, 3, 9, 1, 2, 3, 7, 8, 1, 2, 3}, 2), (std::vector<int32_t>{7, 8}));
-  EXPECT_EQ(propose({5, 6, 7, 5}, 4), (std::vector<int32_t>{6, 7, 5}));
+  EXPECT_EQ(propose({5, 6, 7, 5}, 4), (std::vector<int32_t>{6, 7, 5, 6}));  // the loop 5 6 7, continued
+  EXPECT_EQ(propose({9, 4, 4, 4}, 3), (std::vector<int32_t>{4, 4, 4}));      // a token repeating
   EXPECT_TRUE(propose({1, 2, 3}, 4).empty());
   EXPECT_TRUE(propose({4}, 4).empty());
 }

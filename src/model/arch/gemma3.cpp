@@ -59,10 +59,9 @@ class Gemma3Model final : public DecoderModel {
     count_weight_bytes(w);
   }
 
-  Tensor forward_step(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
+  Tensor forward_step(const StepLayout& layout) const override {
     const ModelConfig& c = config_;
-    const int64_t t = int64_t(ids.size());
-    const int64_t first = begin_step(state, t);
+    const int64_t t = layout.rows();
     const bool bf16 = this->bf16();
     Backend& b = *backend_;
 
@@ -77,13 +76,12 @@ class Gemma3Model final : public DecoderModel {
     Tensor local_cos = Tensor::empty({t, local_rope_.half()}, DType::f32);
     Tensor local_sin = Tensor::empty({t, local_rope_.half()}, DType::f32);
 
-    b.embedding(embed_, ids, x);
+    b.embedding(embed_, layout.ids, x);
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= embed_scale_;
-    global_rope_.fill(first, t, global_cos, global_sin);
-    local_rope_.fill(first, t, local_cos, local_sin);
+    global_rope_.fill(layout, global_cos, global_sin);
+    local_rope_.fill(layout, local_cos, local_sin);
     AttentionParams params;
     params.scale = float(std::pow(*c.query_pre_attn_scalar, -0.5));
-    params.first_position = first;
     const float eps = float(c.rms_norm_eps);
 
     for (int64_t i = 0; i < c.num_layers; ++i) {
@@ -91,7 +89,7 @@ class Gemma3Model final : public DecoderModel {
       const bool local = c.layer_types[i] == LayerKind::sliding_attention;
       b.rms_norm(x, l.input_norm, eps, h);
       run_self_attention(b, l.attn, c, h, local ? local_cos : global_cos, local ? local_sin : global_sin, params,
-                         *state.kv[i], scratch, s, bf16);
+                         layout, i, scratch, s, bf16);
       b.rms_norm(s, l.post_attention_norm, eps, s);
       b.add_inplace(x, s);
 
@@ -101,9 +99,7 @@ class Gemma3Model final : public DecoderModel {
       b.add_inplace(x, s);
     }
 
-    state.end_step(t);
-
-    Tensor out = logits(x, all_logits);
+    Tensor out = logits(x, layout);
     if (c.final_logit_softcapping) {
       const float cap = float(*c.final_logit_softcapping);
       for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = std::tanh(out.data<float>()[i] / cap) * cap;

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "model/arch/architectures.h"
+#include "model/attention.h"
 #include "model/decoder_model.h"
 #include "model/gemma4_moe.h"
 #include "model/layers.h"
@@ -165,38 +166,32 @@ class Gemma4Model final : public DecoderModel {
     count_weight_bytes(w);
   }
 
-  Tensor forward_step(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
+  Tensor forward_step(const StepLayout& layout) const override {
     const ModelConfig& c = config_;
-    const int64_t t = int64_t(ids.size());
-    const int64_t first = begin_step(state, t);
+    const int64_t t = layout.rows();
     Backend& b = *backend_;
     Scratch s = scratch(t);
 
-    b.embedding(embed_, ids, s.x);
+    b.embedding(embed_, layout.ids, s.x);
     scale_inplace(s.x, embed_scale_);
-    if (c.hidden_size_per_layer_input > 0) per_layer_inputs(ids, s);
+    if (c.hidden_size_per_layer_input > 0) per_layer_inputs(layout.ids, s);
 
     RopeCache rope[2];  // [0] sliding, [1] full attention
     for (int kind = 0; kind < 2; ++kind)
       if (rope_[kind]) {
         rope[kind].cos = Tensor::empty({t, rope_[kind]->half()}, DType::f32);
         rope[kind].sin = Tensor::empty({t, rope_[kind]->half()}, DType::f32);
-        rope_[kind]->fill(first, t, rope[kind].cos, rope[kind].sin);
+        rope_[kind]->fill(layout, rope[kind].cos, rope[kind].sin);
       }
     AttentionParams params;
     params.scale = 1.0f;  // Gemma 4 never scales scores; its q/k norms set their size
-    params.first_position = first;
 
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const int kind = c.layer_types[i] == LayerKind::sliding_attention ? 0 : 1;
-      KvLayer* kv = state.kv[c.kv_source_layer[i]].get();
-      check(kv != nullptr, "gemma4: layer ", i, " has no KV layer at ", c.kv_source_layer[i]);
-      run_layer(i, s, rope[kind], params, *kv);
+      run_layer(i, s, rope[kind], params, layout);
     }
 
-    state.end_step(t);
-
-    Tensor out = logits(s.x, all_logits);
+    Tensor out = logits(s.x, layout);
     if (c.final_logit_softcapping) {
       const float cap = float(*c.final_logit_softcapping);
       for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = std::tanh(out.data<float>()[i] / cap) * cap;
@@ -264,7 +259,8 @@ class Gemma4Model final : public DecoderModel {
     for (int64_t i = 0; i < out.numel(); ++i) o[i] = (o[i] + e[i] * embed_per_layer_scale_) * combine;
   }
 
-  void run_layer(int64_t i, Scratch& s, const RopeCache& rope, const AttentionParams& params, KvLayer& kv) const {
+  void run_layer(int64_t i, Scratch& s, const RopeCache& rope, const AttentionParams& params,
+                 const StepLayout& layout) const {
     const ModelConfig& c = config_;
     const Gemma4Layer& l = layers_[i];
     Backend& b = *backend_;
@@ -272,7 +268,7 @@ class Gemma4Model final : public DecoderModel {
     const int64_t t = s.x.dim(0);
 
     b.rms_norm(s.x, l.input_norm, eps, s.h);
-    attention(l.attn, s, rope, params, kv);
+    attention(l.attn, s, rope, params, layout, c.kv_source_layer[i]);
     b.rms_norm(s.s, l.post_attention_norm, eps, s.s);
     b.add_inplace(s.x, s.s);
 
@@ -310,7 +306,7 @@ class Gemma4Model final : public DecoderModel {
   // cache first appends rope(norm(k(h))) and the scale-less norm of v(h) (or of
   // k(h) itself, before its norm, on k_eq_v layers).
   void attention(const Gemma4Attention& a, Scratch& s, const RopeCache& rope, AttentionParams params,
-                 KvLayer& kv) const {
+                 const StepLayout& layout, int64_t kv_layer) const {
     const ModelConfig& c = config_;
     Backend& b = *backend_;
     const float eps = float(c.rms_norm_eps);
@@ -328,7 +324,6 @@ class Gemma4Model final : public DecoderModel {
       b.rms_norm(kh, a.k_norm, eps, kh);
       b.rms_norm(vh, a.unit, eps, vh);
       b.rope(k, rope.cos, rope.sin);
-      kv.append(k, v);
     } else {
       a.q(b, s.h, q2, bf16());
     }
@@ -337,7 +332,9 @@ class Gemma4Model final : public DecoderModel {
     b.rope(q, rope.cos, rope.sin);
     params.window = a.window;
     Tensor attn = view(s.attn, {t, c.num_heads, hd});
-    kv.attend(b, q, params, attn);
+    // A layer that owns its cache appends its rows first; a shared one reads its source's.
+    Tensor k = view(s.k, {t, a.kv_heads, hd}), v = view(s.v, {t, a.kv_heads, hd});
+    attend_segments(b, layout, kv_layer, a.owns_kv ? &k : nullptr, a.owns_kv ? &v : nullptr, q, params, attn);
     a.o(b, attn.reshape({t, q_dim}), s.s, bf16());
   }
 

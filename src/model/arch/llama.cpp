@@ -48,10 +48,9 @@ class LlamaFamilyModel final : public DecoderModel {
     count_weight_bytes(w);
   }
 
-  Tensor forward_step(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
+  Tensor forward_step(const StepLayout& layout) const override {
     const ModelConfig& c = config_;
-    const int64_t t = int64_t(ids.size());
-    const int64_t first = begin_step(state, t);
+    const int64_t t = layout.rows();
     Backend& b = *backend_;
 
     // Activations for this chunk; reused by every layer.
@@ -63,16 +62,15 @@ class LlamaFamilyModel final : public DecoderModel {
     Tensor cos = Tensor::empty({t, rope_.half()}, DType::f32);
     Tensor sin = Tensor::empty({t, rope_.half()}, DType::f32);
 
-    b.embedding(embed_, ids, x);
-    rope_.fill(first, t, cos, sin);
+    b.embedding(embed_, layout.ids, x);
+    rope_.fill(layout, cos, sin);
     AttentionParams params;
     params.scale = float(1.0 / std::sqrt(double(c.head_dim)));
-    params.first_position = first;
 
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const DecoderLayer& l = layers_[i];
       b.rms_norm(x, l.input_norm, float(c.rms_norm_eps), h);
-      run_self_attention(b, l.attn, c, h, cos, sin, params, *state.kv[i], scratch, h, bf16());
+      run_self_attention(b, l.attn, c, h, cos, sin, params, layout, i, scratch, h, bf16());
       b.add_inplace(x, h);
 
       b.rms_norm(x, l.post_attention_norm, float(c.rms_norm_eps), h);
@@ -86,8 +84,7 @@ class LlamaFamilyModel final : public DecoderModel {
       }
     }
 
-    state.end_step(t);
-    return logits(x, all_logits);
+    return logits(x, layout);
   }
 
  private:

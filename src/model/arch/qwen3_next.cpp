@@ -52,8 +52,8 @@ struct GatedAttentionScratch {
 
 // out [t, hidden] ← o(attention(rope(q_norm(q)), rope(k_norm(k)), v) · sigmoid(gate)).
 void run_gated_attention(Backend& b, const GatedAttention& a, const ModelConfig& c, const Tensor& h,
-                         const Tensor& cos, const Tensor& sin, const AttentionParams& params, KvLayer& kv,
-                         GatedAttentionScratch& s, Tensor& out, bool bf16) {
+                         const Tensor& cos, const Tensor& sin, const AttentionParams& params,
+                         const StepLayout& layout, int64_t layer, GatedAttentionScratch& s, Tensor& out, bool bf16) {
   const int64_t t = h.dim(0), hd = c.head_dim, heads = c.num_heads;
   const int64_t q_dim = heads * hd, kv_dim = c.num_kv_heads * hd;
   Tensor qg2 = s.q_gate.reshape({t, 2 * q_dim});
@@ -72,8 +72,7 @@ void run_gated_attention(Backend& b, const GatedAttention& a, const ModelConfig&
   b.rms_norm(kh, a.k_norm, float(c.rms_norm_eps), kh);
   b.rope(s.base.q, cos, sin);
   b.rope(s.base.k, cos, sin);
-  kv.append(s.base.k, s.base.v);
-  kv.attend(b, s.base.q, params, s.base.attn);
+  attend_segments(b, layout, layer, &s.base.k, &s.base.v, s.base.q, params, s.base.attn);
   float* attn = s.base.attn.data<float>();
   const float* gate = s.gate.data<float>();
   for (int64_t i = 0; i < t * q_dim; ++i) attn[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
@@ -119,10 +118,9 @@ class Qwen3NextModel final : public DecoderModel {
     count_weight_bytes(w);
   }
 
-  Tensor forward_step(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const override {
+  Tensor forward_step(const StepLayout& layout) const override {
     const ModelConfig& c = config_;
-    const int64_t t = int64_t(ids.size());
-    const int64_t first = begin_step(state, t);
+    const int64_t t = layout.rows();
     const bool bf16 = this->bf16();
     const float eps = float(c.rms_norm_eps);
     Backend& b = *backend_;
@@ -131,26 +129,34 @@ class Qwen3NextModel final : public DecoderModel {
     Tensor h = Tensor::empty({t, c.hidden_size}, DType::f32);  // normed input
     Tensor s = Tensor::empty({t, c.hidden_size}, DType::f32);  // sublayer output
     GatedAttentionScratch attn_scratch(t, c);
-    GatedDeltaNetScratch delta_scratch(t, *c.linear_attention, fused_projections_);
+    // The recurrence runs per sequence, on its own rows (and scratch of that many rows).
+    std::vector<GatedDeltaNetScratch> delta_scratch;
+    for (const auto& segment : layout.segments)
+      delta_scratch.emplace_back(segment.rows, *c.linear_attention, fused_projections_);
     Tensor gate = Tensor::empty({t, c.intermediate_size}, DType::f32);  // dense MLPs
     Tensor up = Tensor::empty({t, c.intermediate_size}, DType::f32);
     Tensor cos = Tensor::empty({t, rope_.half()}, DType::f32);
     Tensor sin = Tensor::empty({t, rope_.half()}, DType::f32);
 
-    b.embedding(embed_, ids, x);
-    rope_.fill(first, t, cos, sin);
+    b.embedding(embed_, layout.ids, x);
+    rope_.fill(layout, cos, sin);
     AttentionParams params;
     params.scale = float(1.0 / std::sqrt(double(c.head_dim)));
-    params.first_position = first;
 
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const QwenNextLayer& l = layers_[size_t(i)];
       b.rms_norm(x, l.input_norm, eps, h);
-      if (const auto* net = std::get_if<GatedDeltaNet>(&l.mixer))
-        run_gated_deltanet(b, *net, h, *state.recurrent[size_t(i)], delta_scratch, s, bf16);
-      else
-        run_gated_attention(b, std::get<GatedAttention>(l.mixer), c, h, cos, sin, params, *state.kv[size_t(i)],
-                            attn_scratch, s, bf16);
+      if (const auto* net = std::get_if<GatedDeltaNet>(&l.mixer)) {
+        for (size_t j = 0; j < layout.segments.size(); ++j) {
+          const auto& segment = layout.segments[j];
+          Tensor out = s.slice_rows(segment.row, segment.row + segment.rows);
+          run_gated_deltanet(b, *net, h.slice_rows(segment.row, segment.row + segment.rows),
+                             *segment.state->recurrent[size_t(i)], delta_scratch[j], out, bf16);
+        }
+      } else {
+        run_gated_attention(b, std::get<GatedAttention>(l.mixer), c, h, cos, sin, params, layout, i, attn_scratch, s,
+                            bf16);
+      }
       b.add_inplace(x, s);
 
       b.rms_norm(x, l.post_attention_norm, eps, h);
@@ -159,8 +165,7 @@ class Qwen3NextModel final : public DecoderModel {
       b.add_inplace(x, s);
     }
 
-    state.end_step(t);
-    return logits(x, all_logits);
+    return logits(x, layout);
   }
 
  private:

@@ -1,0 +1,40 @@
+#pragma once
+// One forward step over many sequences. Each sequence brings a run of
+// consecutive tokens starting at its state's length — a decode row, a prefill
+// chunk, a speculative verify span — and the rows of all of them go through
+// every matmul together, so the weights are read once per step for all.
+// Attention and recurrent state stay per sequence. One sequence alone is a
+// step of one.
+#include <cstdint>
+#include <vector>
+
+#include "kv/sequence_state.h"
+
+namespace fathom {
+
+enum class WantLogits : uint8_t { none, last, all };
+
+// What one sequence runs in a step.
+struct SequenceStep {
+  SequenceState* state = nullptr;
+  std::vector<int32_t> ids;
+  WantLogits logits = WantLogits::last;
+  int64_t logit_rows() const {
+    return logits == WantLogits::all ? int64_t(ids.size()) : logits == WantLogits::last ? 1 : 0;
+  }
+};
+
+// Where each sequence's rows sit in a step (what model code iterates over).
+struct StepLayout {
+  struct Segment {
+    SequenceState* state = nullptr;
+    int64_t row = 0, rows = 0;   // rows [row, row + rows) of the step
+    int64_t first_position = 0;  // the position of its first row
+  };
+  std::vector<Segment> segments;
+  std::vector<int32_t> ids;         // every row's token
+  std::vector<int64_t> logit_rows;  // the rows whose logits the step returns, in order
+  int64_t rows() const { return int64_t(ids.size()); }
+};
+
+}  // namespace fathom
