@@ -56,6 +56,18 @@ std::unique_ptr<Model> load_with_progress(const ModelOptions& options) {
   return model;
 }
 
+// Loopback addresses reach only this machine; anything else may be reached by others.
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// Where a browser on this machine opens the chat page (a wildcard bind is reached through loopback).
+std::string page_url(const std::string& host, int port) {
+  std::string h = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host;
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";
+  return "http://" + h + ":" + std::to_string(port) + "/";
+}
+
 }  // namespace
 
 Command add_serve_command(CLI::App& app) {
@@ -64,6 +76,7 @@ Command add_serve_command(CLI::App& app) {
     SpeculationOptions speculation;
     server::ServerOptions server;
     int64_t max_body_mib = 4;
+    bool no_webui = false;
   };
   auto o = std::make_shared<Options>();
   o->model.add_to(app);
@@ -73,6 +86,7 @@ Command add_serve_command(CLI::App& app) {
   app.add_option("--api-key", o->server.api_key,
                  "require 'Authorization: Bearer KEY' (or x-api-key) on every route but /health")
       ->envname("FATHOM_API_KEY");
+  app.add_flag("--no-webui", o->no_webui, "do not serve the chat page at /");
   app.add_option("--served-model-name", o->server.served_model_name, "model id in the API (default: folder name)");
   app.add_option("--ctx-size", o->server.context_length, "context length per request (0: the model's)")
       ->capture_default_str();
@@ -101,6 +115,7 @@ Command add_serve_command(CLI::App& app) {
     check(conn.header_timeout_s > 0 && conn.body_timeout_s > 0 && conn.idle_timeout_s > 0,
           "--header-timeout, --body-timeout and --idle-timeout must be positive");
     o->server.max_body_bytes = size_t(o->max_body_mib) << 20;
+    o->server.webui = !o->no_webui;
     const std::filesystem::path dir(o->model.model_dir);
     check(std::filesystem::exists(dir / "tokenizer.json"), "serve: ", dir.string(),
           " has no tokenizer.json (the server needs the model's tokenizer)");
@@ -140,7 +155,7 @@ Command add_serve_command(CLI::App& app) {
     std::vector<int64_t> stop_ids = load_generation_config(o->model.model_dir).eos_token_ids;
     for (int64_t id : model->config().eos_token_ids) stop_ids.push_back(id);
     for (int32_t id : tokenizer.eos_ids()) stop_ids.push_back(id);
-    server::ServerContext ctx(*model, *policy, admission, std::move(tokenizer), std::move(chat_template), stop_ids,
+    server::ServerContext ctx(*model, contract, *policy, admission, std::move(tokenizer), std::move(chat_template), stop_ids,
                               o->server, o->speculation.with(drafter.get()));
     server::run_http_server(ctx, [&](int port) {
       std::printf("fathom serve: model %s (%s, %s compute, %s)\n", ctx.options.served_model_name.c_str(),
@@ -163,9 +178,19 @@ Command add_serve_command(CLI::App& app) {
                   o->model.memory_budget.empty() ? "90% of MemAvailable" : "--memory-budget",
                   format_bytes(admission.fixed()).c_str());
       std::printf("  listening on http://%s:%d  (OpenAI: /v1/chat/completions /v1/completions /v1/models; "
-                  "Anthropic: /v1/messages; /health /metrics)%s\n",
+                  "Anthropic: /v1/messages; /health /metrics /status)%s\n",
                   ctx.options.host.c_str(), port, ctx.options.api_key.empty() ? "" : "; API key required");
+      if (ctx.options.webui)
+        std::printf("  chat page: open %s in a browser (--no-webui turns it off)\n",
+                    page_url(ctx.options.host, port).c_str());
       std::fflush(stdout);
+      if (ctx.options.api_key.empty() && !is_loopback(ctx.options.host)) {
+        std::fprintf(stderr,
+                     "warning: --host %s without --api-key: anyone who can reach this machine on port %d can use "
+                     "the server and its chat page; set --api-key KEY (or FATHOM_API_KEY)\n",
+                     ctx.options.host.c_str(), port);
+        std::fflush(stderr);
+      }
     });
     std::printf("fathom serve: stopped\n");
     return 0;

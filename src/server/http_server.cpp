@@ -16,6 +16,8 @@
 #include "server/http_errors.h"
 #include "server/openai_routes.h"
 #include "server/sse.h"
+#include "server/status_route.h"
+#include "server/webui/webui_routes.h"
 
 namespace fathom::server {
 
@@ -61,6 +63,9 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
 
   http.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
     if (ctx.options.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // The chat page's files hold no secrets; the page asks for the key when the API refuses it.
+    if (ctx.options.webui && (req.method == "GET" || req.method == "HEAD") && is_webui_path(req.path))
+      return httplib::Server::HandlerResponse::Unhandled;
     if (authorized(req, ctx.options.api_key)) return httplib::Server::HandlerResponse::Unhandled;
     write_error(res,
                 ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
@@ -106,8 +111,10 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
     memory.reserved = reserved_bytes(Device::cpu);
     res.set_content(ctx.metrics.render(memory), "text/plain; version=0.0.4");
   });
+  add_status_route(http, ctx);
   add_openai_routes(http, ctx);
   add_anthropic_routes(http, ctx);
+  if (ctx.options.webui) add_webui_routes(http);
 
   int port = ctx.options.port;
   if (port == 0) {

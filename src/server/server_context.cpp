@@ -8,10 +8,12 @@
 
 namespace fathom::server {
 
-ServerContext::ServerContext(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission,
-                             Tokenizer tokenizer, ChatTemplate chat_template, std::vector<int64_t> stop_ids,
-                             ServerOptions options, Speculation speculation)
+ServerContext::ServerContext(const Model& model, const MemoryContract& contract, const PrefillPolicy& policy,
+                             MemoryAdmission& admission, Tokenizer tokenizer, ChatTemplate chat_template,
+                             std::vector<int64_t> stop_ids, ServerOptions options, Speculation speculation)
     : model(model),
+      contract(contract),
+      policy(policy),
       admission(admission),
       tokenizer(std::move(tokenizer)),
       chat_template(std::move(chat_template)),

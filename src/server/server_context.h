@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/memory_contract.h"
 #include "model/model.h"
 #include "server/bounded_http_server.h"
 #include "server/engine_worker.h"
@@ -28,14 +29,18 @@ struct ServerOptions {
   size_t max_queued = 64;
   int request_timeout_s = 600;
   ConnectionLimits connections;
+  bool webui = true;                  // the chat page at / (--no-webui: off)
 };
 
 struct ServerContext {
-  ServerContext(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission, Tokenizer tokenizer,
-                ChatTemplate chat_template, std::vector<int64_t> stop_ids, ServerOptions options,
-                Speculation speculation = {});
+  ServerContext(const Model& model, const MemoryContract& contract, const PrefillPolicy& policy,
+                MemoryAdmission& admission, Tokenizer tokenizer, ChatTemplate chat_template,
+                std::vector<int64_t> stop_ids, ServerOptions options, Speculation speculation = {});
 
   const Model& model;
+  // What GET /status reports: the contract's terms and the chunk the policy picks.
+  const MemoryContract& contract;
+  const PrefillPolicy& policy;
   MemoryAdmission& admission;
   const Tokenizer tokenizer;
   const ChatTemplate chat_template;
