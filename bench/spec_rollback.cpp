@@ -9,15 +9,13 @@
 //   for every K in --drafts, a verify step of K + 1 rows (the pending token and
 //   K drafts, all logits) inside a transaction, then
 //   all kept    resolve(K + 1): every draft accepted;
-//   partial     resolve(1 + K / 2): half the drafts accepted, plus the forward
-//               of the tokens resolve() hands back for replay, if any.
+//   partial     resolve(1 + K / 2): half the drafts accepted.
 // Times are medians over the repetitions, in milliseconds. The state's bytes
 // are read after the prefill and at their peak inside a step (after the verify
 // forward, before resolve).
-// Prints a Markdown table and one JSON object. It uses only Model::forward and
-// the SequenceState transaction (replaying whatever resolve hands back), so it
-// builds against any strategy: the checkpoint + replay one that per-position
-// snapshots replaced was measured with this file built at commit 5b0c9b0.
+// Prints a Markdown table and one JSON object. The checkpoint + replay strategy
+// that per-position snapshots replaced was measured with this file as of
+// commit 270044d built at commit 5b0c9b0 (bench/RESULTS.md).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -82,8 +80,7 @@ Options parse(int argc, char** argv) {
 }
 
 struct Timings {
-  std::vector<double> all_kept, partial, replay;
-  int64_t replayed = 0;     // tokens handed back by resolve, last repetition
+  std::vector<double> all_kept, partial;
   int64_t peak_bytes = 0;   // state bytes inside the transaction
 };
 
@@ -123,9 +120,7 @@ int run(const Options& o) {
         state->begin(rows);
         model->forward(step, *state, /*all_logits=*/true);
         v.peak_bytes = std::max(v.peak_bytes, state->bytes());
-        const int64_t replay = state->resolve(keep);
-        const auto t1 = clock_type::now();
-        if (replay > 0) model->forward({step.begin(), step.begin() + replay}, *state, false);
+        state->resolve(keep);
         const double total = ms_since(t0);
         if (r == 0) continue;
         if (keep == rows) {
@@ -133,17 +128,15 @@ int run(const Options& o) {
           continue;
         }
         v.partial.push_back(total);
-        v.replay.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t1).count());
-        v.replayed = replay;
       }
     }
   }
 
   const double dec = median(decode);
-  std::printf("| K (rows) | kept | verify + resolve, all kept (ms) | verify + resolve + replay, partial (ms) | "
-              "of which replay (ms) | partial ÷ all kept | partial ÷ decode | state bytes in step |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  std::printf("| decode (1) | 1 | %.2f | | | | 1.00 | %lld |\n", dec, static_cast<long long>(committed_bytes));
+  std::printf("| K (rows) | kept | verify + resolve, all kept (ms) | verify + resolve, partial (ms) | "
+              "partial ÷ all kept | partial ÷ decode | state bytes in step |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  std::printf("| decode (1) | 1 | %.2f | | | 1.00 | %lld |\n", dec, static_cast<long long>(committed_bytes));
   nlohmann::json out = {{"model", o.model},
                         {"dtype", o.dtype},
                         {"threads", o.threads},
@@ -155,17 +148,15 @@ int run(const Options& o) {
   for (size_t i = 0; i < o.drafts.size(); ++i) {
     const Timings& v = verify[i];
     const int64_t k = o.drafts[i];
-    const double all = median(v.all_kept), part = median(v.partial), rep = median(v.replay);
-    std::printf("| %lld (%lld) | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %lld |\n", static_cast<long long>(k),
-                static_cast<long long>(k + 1), static_cast<long long>(1 + k / 2), all, part, rep, part / all,
-                part / dec, static_cast<long long>(v.peak_bytes));
+    const double all = median(v.all_kept), part = median(v.partial);
+    std::printf("| %lld (%lld) | %lld | %.2f | %.2f | %.2f | %.2f | %lld |\n", static_cast<long long>(k),
+                static_cast<long long>(k + 1), static_cast<long long>(1 + k / 2), all, part, part / all, part / dec,
+                static_cast<long long>(v.peak_bytes));
     out["verify"].push_back({{"drafts", k},
                              {"rows", k + 1},
                              {"kept", 1 + k / 2},
                              {"all_kept_ms", all},
                              {"partial_ms", part},
-                             {"replay_ms", rep},
-                             {"replayed_tokens", v.replayed},
                              {"peak_state_bytes", v.peak_bytes}});
   }
   std::cout << out.dump() << std::endl;

@@ -23,7 +23,8 @@ ctest_rc=${PIPESTATUS[0]}
 echo
 echo "server end-to-end tests (tests/server):"
 (cd tests/server && FATHOM_BINARY="$root/build/fathom" node --test --test-concurrency=1 --test-reporter=spec \
-  api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs memory.test.mjs speculation.test.mjs) 2>  api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs memory.test.mjs) 2>&11 | tee "$log/node"
+  api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs memory.test.mjs speculation.test.mjs batching.test.mjs) \
+  2>&1 | tee "$log/node"
 node_rc=${PIPESTATUS[0]}
 sanitize_total=0; sanitize_failed=0
 if [ "$quick" -eq 0 ]; then

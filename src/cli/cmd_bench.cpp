@@ -117,7 +117,6 @@ Command add_bench_command(CLI::App& app) {
                   {"accepted", s.accepted},
                   {"acceptance", s.drafted ? double(s.accepted) / double(s.drafted) : 0.0},
                   {"tokens_per_target_pass", double(last.ids.size() - 1) / double(std::max<int64_t>(1, s.target_passes))},
-                  {"replays", s.replays},
                   {"identical_to_plain", identical}};
     }
     nlohmann::json out = {

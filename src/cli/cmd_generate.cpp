@@ -99,8 +99,7 @@ Command add_generate_command(CLI::App& app) {
     if (drafter)
       out["spec"] = {{"drafted", result.spec.drafted},
                      {"accepted", result.spec.accepted},
-                     {"target_passes", result.spec.target_passes},
-                     {"replays", result.spec.replays}};
+                     {"target_passes", result.spec.target_passes}};
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   };

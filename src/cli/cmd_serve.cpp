@@ -91,6 +91,9 @@ Command add_serve_command(CLI::App& app) {
   app.add_option("--ctx-size", o->server.context_length, "context length per request (0: the model's)")
       ->capture_default_str();
   app.add_option("--max-body-mib", o->max_body_mib, "largest request body in MiB")->capture_default_str();
+  app.add_option("--max-running", o->server.max_running,
+                 "requests the engine runs at once, sharing each step (the memory budget may allow fewer)")
+      ->capture_default_str();
   app.add_option("--max-queue", o->server.max_queued, "requests that may wait for the engine (429 beyond)")
       ->capture_default_str();
   app.add_option("--request-timeout", o->server.request_timeout_s, "seconds a request may take in all")
@@ -109,6 +112,8 @@ Command add_serve_command(CLI::App& app) {
     if (o->model.maybe_describe_kv()) return 0;
     check(o->max_body_mib > 0 && o->max_body_mib <= 1024, "--max-body-mib must be in 1..1024, got ", o->max_body_mib);
     check(o->server.max_queued > 0, "--max-queue must be positive");
+    check(o->server.max_running > 0 && o->server.max_running <= 256, "--max-running must be in 1..256, got ",
+          o->server.max_running);
     check(o->server.request_timeout_s > 0, "--request-timeout must be positive");
     check(conn.max_connections >= 4 && conn.max_connections <= 4096, "--max-connections must be in 4..4096, got ",
           conn.max_connections);

@@ -205,12 +205,17 @@ void MemoryContract::set_speculation(int64_t draft_tokens, std::shared_ptr<const
 
 int64_t MemoryContract::speculation_fixed_bytes() const { return draft_ ? draft_->weights_bytes() : 0; }
 
-int64_t MemoryContract::recurrent_checkpoint_bytes() const {
+int64_t MemoryContract::recurrent_state_bytes(int64_t step_rows) const {
   const ModelConfig& c = in_.config;
   if (!c.linear_attention) return 0;
   const auto& la = *c.linear_attention;
-  const int64_t per_layer =
-      (la.conv_dim() * (la.conv_kernel - 1) + la.num_value_heads * la.key_head_dim * la.value_head_dim) * 4;
+  const int64_t matrix = la.num_value_heads * la.key_head_dim * la.value_head_dim * 4;
+  const int64_t window = la.conv_dim() * (la.conv_kernel - 1) * 4;
+  int64_t per_layer = matrix + window;
+  // An open speculative step keeps the matrix after each of its positions but
+  // the last, the conv window it started from and its positions' conv inputs
+  // (RecurrentState::begin_step).
+  if (step_rows > 0) per_layer += (step_rows - 1) * matrix + window + step_rows * la.conv_dim() * 4;
   const int64_t layers = std::count(c.layer_types.begin(), c.layer_types.end(), LayerKind::linear_attention);
   return layers * per_layer;
 }
@@ -226,7 +231,7 @@ int64_t MemoryContract::speculation_sequence_bytes(int64_t tokens, int64_t chunk
                          vocab * 8;
   // The verify step, the draft's steps and the prefill chunks run one at a
   // time: the largest of their working memories is what the sequence needs.
-  int64_t largest_step = verify, bytes = recurrent_checkpoint_bytes();
+  int64_t largest_step = verify, bytes = recurrent_state_bytes(rows) - recurrent_state_bytes();
   if (draft_) {
     // The draft model follows the sequence plus its drafts, fed in chunks of
     // at most ModelDrafter's, then one token a step.

@@ -76,13 +76,15 @@ class MemoryContract {
   // Held once: the draft model's weights.
   int64_t speculation_fixed_bytes() const;
   // What speculation adds to one sequence of `tokens` tokens prefilled in
-  // chunks of `chunk`: the recurrent layers' checkpoint, how much more the
+  // chunks of `chunk`: what the recurrent layers keep while a verify step is
+  // open (a state after each drafted position), how much more the
   // verify step's working memory (its rows' logits, the drafts'
   // distributions) needs than a prefill chunk, and the draft model's cache
   // and step working memory.
   int64_t speculation_sequence_bytes(int64_t tokens, int64_t chunk) const;
-  // The recurrent (Gated DeltaNet) state a speculative step keeps to roll back to.
-  int64_t recurrent_checkpoint_bytes() const;
+  // The recurrent (Gated DeltaNet) layers' state of one sequence, with what
+  // it keeps during an open speculative step of `step_rows` positions (0: none).
+  int64_t recurrent_state_bytes(int64_t step_rows = 0) const;
 
   // All the terms for `sequences` sequences of `context` tokens, prefilled in
   // chunks of `chunk` tokens.

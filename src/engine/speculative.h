@@ -34,6 +34,9 @@ class Drafter {
   virtual double relative_cost() const = 0;
   // The sequence ended: let go of what following it held.
   virtual void finish() {}
+  // A drafter of the same kind for another sequence (runs in one batch each
+  // need their own: a draft model's state follows one history).
+  virtual std::unique_ptr<Drafter> fork() const = 0;
 };
 
 // The speculative sampling rule (Leviathan et al. 2023, Chen et al. 2023):
@@ -83,6 +86,7 @@ class NgramDrafter final : public Drafter {
   explicit NgramDrafter(int64_t max_ngram = 3, int64_t min_ngram = 1);
   Draft propose(const std::vector<int32_t>& history, int64_t max, Sampler& sampler) override;
   double relative_cost() const override { return 0.0; }
+  std::unique_ptr<Drafter> fork() const override { return std::make_unique<NgramDrafter>(*this); }
 
  private:
   int64_t max_ngram_, min_ngram_;
@@ -103,6 +107,9 @@ class ModelDrafter final : public Drafter {
   Draft propose(const std::vector<int32_t>& history, int64_t max, Sampler& sampler) override;
   double relative_cost() const override { return cost_; }
   void finish() override;
+  std::unique_ptr<Drafter> fork() const override {
+    return std::make_unique<ModelDrafter>(model_, capacity_, cost_);
+  }
 
  private:
   const Model& model_;
@@ -117,7 +124,6 @@ struct SpeculationStats {
   int64_t drafted = 0;        // draft tokens verified
   int64_t accepted = 0;       // of those, kept
   int64_t target_passes = 0;  // target steps after the prompt: verify steps and plain decode steps
-  int64_t replays = 0;        // extra target forwards of kept tokens after a partial rejection (recurrent layers)
 };
 
 }  // namespace fathom

@@ -64,7 +64,7 @@ void SequenceState::begin(int64_t rows) {
   rows_ = rows;
 }
 
-int64_t SequenceState::resolve(int64_t kept) {
+void SequenceState::resolve(int64_t kept) {
   try {
     check(open_, "speculative resolve: no transaction is open");
     check(kept >= 1 && kept <= rows_, "speculative resolve: keeping ", kept, " of ", rows_, " verified positions");
@@ -78,7 +78,6 @@ int64_t SequenceState::resolve(int64_t kept) {
     length_ = begin_length_ + kept;
     for (auto& layer : kv)
       if (layer) layer->end_step();
-    return 0;
   } catch (...) {
     invalidate();
     throw;

@@ -48,11 +48,9 @@ struct SequenceState {
   void begin(int64_t rows);
   // Keeps the first `kept` (1 ≤ kept ≤ rows) of the verify step's positions in
   // every layer: KV layers truncate, recurrent layers take their state after
-  // position `kept`. Returns the tokens the caller must run again: always 0
-  // (every layer keeps exactly the accepted prefix; the count stays until the
-  // callers stop reading it). A failure invalidates the sequence (its state is
+  // position `kept`. A failure invalidates the sequence (its state is
   // dropped) and throws.
-  int64_t resolve(int64_t kept);
+  void resolve(int64_t kept);
   bool in_transaction() const { return open_; }
 
  private:

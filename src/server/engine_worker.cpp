@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/generator.h"
+#include "engine/run_step.h"
 
 namespace fathom::server {
 
@@ -49,12 +50,13 @@ void Job::finish(std::string finish_reason, std::string error) {
 }
 
 EngineWorker::EngineWorker(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission,
-                           Metrics& metrics, size_t max_queued, Speculation speculation)
+                           Metrics& metrics, size_t max_queued, Speculation speculation, size_t max_running)
     : model_(model),
       policy_(policy),
       admission_(admission),
       metrics_(metrics),
       max_queued_(max_queued),
+      max_running_(std::max<size_t>(1, max_running)),
       speculation_(speculation),
       thread_([this] { loop(); }) {}
 
@@ -83,44 +85,6 @@ bool EngineWorker::submit(const std::shared_ptr<Job>& job) {
 size_t EngineWorker::queued() const {
   std::lock_guard lock(mutex_);
   return queue_.size();
-}
-
-void EngineWorker::loop() {
-  for (;;) {
-    std::shared_ptr<Job> job;
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      metrics_.queue_depth = int64_t(queue_.size());
-    }
-    if (job->cancelled) {
-      job->finish("cancelled");
-      ++metrics_.cancelled;
-      continue;
-    }
-    // One sequence runs at a time, so a job that fits alone (make_job checked)
-    // always fits here; running several at once (continuous batching) is
-    // where a job will wait for memory to free.
-    const int64_t bytes = admission_.sequence_bytes(job_tokens(job->spec));
-    if (!admission_.try_admit(bytes)) {
-      job->finish("error", "the request does not fit the memory budget beside the running work");
-      continue;
-    }
-    ++metrics_.running;
-    try {
-      run(*job);
-    } catch (const std::bad_alloc&) {
-      job->finish("error", "out of memory");
-    } catch (const std::exception& e) {
-      job->finish("error", e.what());
-    }
-    admission_.release(bytes);
-    metrics_.kv_bytes_in_use = 0;
-    --metrics_.running;
-  }
 }
 
 namespace {
@@ -155,12 +119,23 @@ void adjust_openai_logits(const JobSpec& spec, std::span<float> logits, std::spa
 
 }  // namespace
 
-void EngineWorker::run(Job& job) {
-  const JobSpec& spec = job.spec;
-  if (Clock::now() > spec.deadline) {
-    ++metrics_.cancelled;
-    return job.finish("timeout");
-  }
+// A job the engine is running: its sequence, its drafter, and what it was charged.
+struct EngineWorker::Running {
+  std::shared_ptr<Job> job;
+  int64_t bytes = 0;
+  std::unique_ptr<Drafter> drafter;
+  std::unique_ptr<SequenceRun> run;
+  std::string ended_by;  // "cancelled" or "timeout" when the job stopped early
+  Clock::time_point last;
+  bool first = true;
+};
+
+std::unique_ptr<EngineWorker::Running> EngineWorker::start(const std::shared_ptr<Job>& job, int64_t bytes) {
+  auto r = std::make_unique<Running>();
+  Running& self = *r;
+  r->job = job;
+  r->bytes = bytes;
+  const JobSpec& spec = job->spec;
   GenerationRequest request;
   request.prompt = spec.prompt;
   request.max_new_tokens = spec.max_tokens;
@@ -170,37 +145,119 @@ void EngineWorker::run(Job& job) {
     request.adjust_logits = [&spec](std::span<float> logits, std::span<const int32_t> generated) {
       adjust_openai_logits(spec, logits, generated);
     };
-
-  std::string ended_by;  // "cancelled" or "timeout" when the job stopped early
-  Clock::time_point last = Clock::now();
-  bool first = true;
-  auto on_token = [&](const GeneratedToken& token) {
+  auto on_token = [this, &self](const GeneratedToken& token) {
+    const JobSpec& spec = self.job->spec;
     TokenEvent event;
     event.id = token.id;
     if (spec.top_logprobs >= 0) fill_logprobs(token.logits, token.id, spec.top_logprobs, event);
     const auto now = Clock::now();
-    if (first)
-      metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - job.enqueued).count());
+    if (self.first)
+      metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - self.job->enqueued).count());
     else
-      metrics_.inter_token_latency.observe(std::chrono::duration<double>(now - last).count());
-    first = false;
-    last = now;
+      metrics_.inter_token_latency.observe(std::chrono::duration<double>(now - self.last).count());
+    self.first = false;
+    self.last = now;
     ++metrics_.generated_tokens;
-    metrics_.kv_bytes_in_use = token.state_bytes;
-    job.push(std::move(event));
-    if (job.cancelled) ended_by = "cancelled";
-    else if (now > spec.deadline) ended_by = "timeout";
-    return ended_by.empty();
+    self.job->push(std::move(event));
+    if (self.job->cancelled) self.ended_by = "cancelled";
+    else if (now > spec.deadline) self.ended_by = "timeout";
+    return self.ended_by.empty();
   };
-  const GenerationResult result = generate(model_, policy_, request, on_token, speculation_);
-  metrics_.drafted_tokens += result.spec.drafted;
-  metrics_.accepted_tokens += result.spec.accepted;
-  if (!ended_by.empty()) {
-    ++metrics_.cancelled;
-    return job.finish(ended_by);
+  Speculation speculation = speculation_;
+  if (speculation.drafter) {
+    r->drafter = speculation.drafter->fork();
+    speculation.drafter = r->drafter.get();
   }
-  metrics_.request_duration.observe(std::chrono::duration<double>(Clock::now() - job.enqueued).count());
-  job.finish(result.finish_reason);
+  r->run = std::make_unique<SequenceRun>(model_, policy_, std::move(request), on_token, speculation);
+  return r;
+}
+
+void EngineWorker::end(Running& r) {
+  const SequenceRun& run = *r.run;
+  metrics_.drafted_tokens += run.result().spec.drafted;
+  metrics_.accepted_tokens += run.result().spec.accepted;
+  const std::string reason = r.ended_by.empty() ? run.result().finish_reason : r.ended_by;
+  if (!run.error().empty()) {
+    r.job->finish("error", run.error());
+  } else if (reason == "cancelled" || reason == "timeout") {
+    ++metrics_.cancelled;
+    r.job->finish(reason);
+  } else {
+    metrics_.request_duration.observe(std::chrono::duration<double>(Clock::now() - r.job->enqueued).count());
+    r.job->finish(reason);
+  }
+  admission_.release(r.bytes);
+}
+
+bool EngineWorker::admit(std::vector<std::unique_ptr<Running>>& running) {
+  std::unique_lock lock(mutex_);
+  if (running.empty()) wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+  if (stopping_) return true;
+  while (!queue_.empty() && running.size() < max_running_) {
+    std::shared_ptr<Job> job = queue_.front();
+    if (job->cancelled || Clock::now() > job->spec.deadline) {
+      queue_.pop_front();
+      ++metrics_.cancelled;
+      job->finish(job->cancelled ? "cancelled" : "timeout");
+      continue;
+    }
+    // A job waits while what runs holds the memory it needs (make_job
+    // refused any that could not fit even alone).
+    const int64_t bytes = admission_.sequence_bytes(job_tokens(job->spec));
+    if (!admission_.try_admit(bytes)) {
+      if (!running.empty()) break;
+      queue_.pop_front();
+      job->finish("error", "the request does not fit the memory budget");
+      continue;
+    }
+    queue_.pop_front();
+    try {
+      running.push_back(start(job, bytes));
+    } catch (const std::bad_alloc&) {
+      admission_.release(bytes);
+      job->finish("error", "out of memory");
+    } catch (const std::exception& e) {
+      admission_.release(bytes);
+      job->finish("error", e.what());
+    }
+  }
+  metrics_.queue_depth = int64_t(queue_.size());
+  return false;
+}
+
+void EngineWorker::loop() {
+  std::vector<std::unique_ptr<Running>> running;
+  for (;;) {
+    if (admit(running)) {
+      for (auto& r : running) {
+        r->run->stop("cancelled", "server is shutting down");
+        r->job->finish("cancelled", "server is shutting down");
+        admission_.release(r->bytes);
+      }
+      return;
+    }
+    metrics_.running = int64_t(running.size());
+    // Cancellations and deadlines take effect at every step, prefill included.
+    std::vector<SequenceRun*> runs;
+    for (auto& r : running) {
+      if (r->job->cancelled) r->run->stop("cancelled");
+      else if (Clock::now() > r->job->spec.deadline) r->run->stop("timeout");
+      runs.push_back(r->run.get());
+    }
+    run_step(model_, runs, kStepTokens);
+    int64_t kv_bytes = 0;
+    for (auto it = running.begin(); it != running.end();) {
+      if ((*it)->run->finished()) {
+        end(**it);
+        it = running.erase(it);
+      } else {
+        kv_bytes += (*it)->run->state_bytes();
+        ++it;
+      }
+    }
+    metrics_.kv_bytes_in_use = kv_bytes;
+    metrics_.running = int64_t(running.size());
+  }
 }
 
 }  // namespace fathom::server

@@ -1,8 +1,8 @@
 #pragma once
-// The single engine thread: a bounded FIFO of generation jobs, run one at a
-// time. HTTP threads submit a Job (native structs only) and read its token
-// events; setting Job::cancelled (client gone, stop string, timeout) makes the
-// engine drop the job's sequence state at its next token.
+// The single engine thread: a bounded FIFO of generation jobs, run together
+// in continuous batches. HTTP threads submit a Job (native structs only) and
+// read its token events; setting Job::cancelled (client gone, stop string,
+// timeout) makes the engine drop the job's sequence state at its next step.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -19,6 +19,7 @@
 
 #include "engine/admission.h"
 #include "engine/generator.h"
+#include "engine/sequence_run.h"
 #include "engine/prefill_policy.h"
 #include "engine/sampler.h"
 #include "model/model.h"
@@ -78,12 +79,14 @@ class Job {
 
 class EngineWorker {
  public:
-  // Jobs start only once `admission` has charged their memory (make_job
-  // refused those that could not fit even alone).
-  // `speculation`: the drafter (owned by the caller, used only on the engine
-  // thread) and its draft length; no drafter, no speculation.
+  // Continuous batching: every running job's sequence shares each forward
+  // step, and jobs join and leave at any step. A job starts only once
+  // `admission` has charged its memory (make_job refused those that could
+  // not fit even alone), so a job that fits later waits in the queue, and at
+  // most `max_running` run at once. `speculation`: a drafter forked for each
+  // job (the caller keeps the original), and its draft length.
   EngineWorker(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission, Metrics& metrics,
-               size_t max_queued, Speculation speculation = {});
+               size_t max_queued, Speculation speculation = {}, size_t max_running = 16);
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -92,15 +95,22 @@ class EngineWorker {
   bool submit(const std::shared_ptr<Job>& job);
   size_t queued() const;
 
+  // Most tokens one step takes: every decode row, then prefill chunks.
+  static constexpr int64_t kStepTokens = 512;
+
  private:
+  struct Running;
   void loop();
-  void run(Job& job);
+  // Moves queued jobs that fit into `running`; true when the worker is stopping.
+  bool admit(std::vector<std::unique_ptr<Running>>& running);
+  std::unique_ptr<Running> start(const std::shared_ptr<Job>& job, int64_t bytes);
+  void end(Running& r);
 
   const Model& model_;
   const PrefillPolicy& policy_;
   MemoryAdmission& admission_;
   Metrics& metrics_;
-  const size_t max_queued_;
+  const size_t max_queued_, max_running_;
   const Speculation speculation_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -27,6 +27,7 @@ struct ServerOptions {
   int64_t context_length = 0;         // --ctx-size; 0: the model's max_position_embeddings
   size_t max_body_bytes = 4u << 20;
   size_t max_queued = 64;
+  size_t max_running = 16;            // sequences the engine runs at once (continuous batching)
   int request_timeout_s = 600;
   ConnectionLimits connections;
   bool webui = true;                  // the chat page at / (--no-webui: off)

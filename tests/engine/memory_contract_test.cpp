@@ -107,6 +107,24 @@ TEST_P(MemoryContractOnFixtures, TransientBoundsTheStepsPeak) {
   }
 }
 
+// An open speculative step: the state holds what the contract says a
+// verify step of that many rows adds (a state after each position of the
+// recurrent layers; nothing for KV, which holds its capacity already), and
+// gives it back at resolve.
+TEST_P(MemoryContractOnFixtures, AnOpenVerifyStepIsTheStatesBytes) {
+  auto model = load(KvScheme::bf16());
+  const MemoryContract c = contract(KvScheme::bf16());
+  const int64_t tokens = 30, rows = 5;
+  auto state = model->new_state(tokens);
+  prefill(*model, *state, random_ids(12, model->config().vocab_size, 3), FixedPrefillPolicy(12), false);
+  const int64_t before = state->bytes();
+  state->begin(rows);
+  model->forward(random_ids(rows, model->config().vocab_size, 4), *state, true);
+  EXPECT_EQ(state->bytes() - before, c.recurrent_state_bytes(rows) - c.recurrent_state_bytes());
+  state->resolve(2);
+  EXPECT_EQ(state->bytes(), before);
+}
+
 // Speculation: a sampled speculative generation with a draft model (the
 // fixture itself, catching up on a prompt longer than its chunk) allocates
 // at its peak what the contract bills a sequence with speculation — not
@@ -132,8 +150,8 @@ TEST_P(MemoryContractOnFixtures, SpeculationBoundsASpeculativeGeneration) {
       generate(*model, FixedPrefillPolicy(chunk), request, {}, Speculation{&drafter, k, /*adaptive=*/false});
   const int64_t measured = allocated_peak_bytes(Device::cpu) - baseline;
   EXPECT_GT(r.spec.drafted, 0);
-  const int64_t reserved_kv = (c.kv_bytes(tokens, chunk) - c.recurrent_checkpoint_bytes()) +
-                              (d->kv_bytes(tokens + k, kDraftChunkTokens) - d->recurrent_checkpoint_bytes());
+  const int64_t reserved_kv = (c.kv_bytes(tokens, chunk) - c.recurrent_state_bytes()) +
+                              (d->kv_bytes(tokens + k, kDraftChunkTokens) - d->recurrent_state_bytes());
   const int64_t predicted = c.kv_bytes(tokens, chunk) + c.transient_bytes(chunk, tokens) +
                             c.speculation_sequence_bytes(tokens, chunk) - reserved_kv;
   EXPECT_GE(predicted, measured);

@@ -158,6 +158,7 @@ class BlendedDrafter final : public Drafter {
     return draft;
   }
   double relative_cost() const override { return 0.0; }
+  std::unique_ptr<Drafter> fork() const override { ADD_FAILURE() << "not forked in these tests"; return nullptr; }
 
  private:
   const Model& model_;

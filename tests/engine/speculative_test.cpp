@@ -35,6 +35,7 @@ class NoisyOracleDrafter final : public Drafter {
     return out;
   }
   double relative_cost() const override { return 0.0; }
+  std::unique_ptr<Drafter> fork() const override { ADD_FAILURE() << "not forked in these tests"; return nullptr; }
 
  private:
   std::vector<int32_t> truth_;
@@ -156,8 +157,7 @@ TEST(SpeculativeTransaction, KeepsExactlyTheAcceptedPrefix) {
     spec->begin(6);
     EXPECT_THROW(spec->begin(1), Error);  // one transaction at a time
     model->forward({ids.begin() + 6, ids.begin() + 12}, *spec, true);
-    const int64_t replay = spec->resolve(3);
-    if (replay) model->forward({ids.begin() + 6, ids.begin() + 6 + replay}, *spec, false);
+    spec->resolve(3);
     EXPECT_EQ(spec->length(), 9) << fixture;
     EXPECT_EQ(spec->bytes(), plain->bytes()) << fixture;
     const Tensor a = model->forward({ids[9]}, *plain, false), b = model->forward({ids[9]}, *spec, false);
@@ -190,7 +190,7 @@ TEST(SpeculativeTransaction, ADelayedStartIsNotCrossedInsideAStep) {
   EXPECT_FALSE(state->can_begin(5));
   state->begin(4);
   model->forward({7, 8, 9, 10}, *state, true);
-  EXPECT_EQ(state->resolve(4), 0);  // all kept: the cache reached the start and converted
+  state->resolve(4);  // all kept: the cache reached the start and converted
   EXPECT_EQ(state->bytes(), model->kv_bytes_at(40));
 }
 

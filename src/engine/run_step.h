@@ -1,0 +1,19 @@
+#pragma once
+// One forward step shared by many sequence runs: continuous batching's unit.
+#include <cstdint>
+#include <span>
+
+#include "engine/sequence_run.h"
+#include "model/model.h"
+
+namespace fathom {
+
+// Runs one step over `runs`: every decoding run's row (or verify span) first,
+// then prefill chunks of prefilling runs, in order, while the step holds
+// fewer than `token_budget` tokens. A run that fails to plan or absorb stops
+// with finish reason "error"; a failed forward stops every run in the step.
+// Finished runs stay in `runs` (finished() says so). Returns false when no
+// run had anything to run.
+bool run_step(const Model& model, std::span<SequenceRun* const> runs, int64_t token_budget);
+
+}  // namespace fathom

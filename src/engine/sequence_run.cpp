@@ -1,0 +1,162 @@
+#include "engine/sequence_run.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace fathom {
+
+namespace {
+
+SamplingParams draft_params(SamplingParams p) {
+  // The draft model samples with the same parameters from its own stream:
+  // what it proposes never changes the output's distribution.
+  p.seed ^= 0x9e3779b97f4a7c15ull;
+  return p;
+}
+
+}  // namespace
+
+SequenceRun::SequenceRun(const Model& model, const PrefillPolicy& policy, GenerationRequest request, OnToken on_token,
+                         Speculation speculation)
+    : model_(model),
+      request_(std::move(request)),
+      on_token_(std::move(on_token)),
+      speculation_(speculation.draft_tokens > 0 ? speculation : Speculation{}),
+      vocab_(model.config().vocab_size),
+      sampler_(request_.sampling),
+      draft_sampler_(draft_params(request_.sampling)),
+      history_(request_.prompt),
+      started_(std::chrono::steady_clock::now()) {
+  check(request_.max_new_tokens >= 0, "max new tokens must be >= 0, got ", request_.max_new_tokens);
+  check(speculation.draft_tokens >= 0, "draft tokens must be >= 0, got ", speculation.draft_tokens);
+  validate_token_ids(request_.prompt, vocab_);
+  const int64_t prompt = int64_t(request_.prompt.size());
+  const int64_t capacity = prompt + std::max<int64_t>(request_.max_new_tokens, 1);
+  state_ = model_.new_state(capacity);
+  chunk_ = policy.chunk_size(prompt, capacity);
+  if (speculation_.drafter && speculation_.adaptive)
+    lengths_.emplace(speculation_.draft_tokens, speculation_.drafter->relative_cost());
+  result_.finish_reason = "length";
+}
+
+SequenceRun::~SequenceRun() {
+  if (speculation_.drafter) speculation_.drafter->finish();
+}
+
+std::span<const float> SequenceRun::row(const Tensor& logits, int64_t r) {
+  const std::span<const float> raw(logits.data<float>() + r * vocab_, size_t(vocab_));
+  if (!request_.adjust_logits) return raw;
+  adjusted_.assign(raw.begin(), raw.end());  // valid until the next row
+  request_.adjust_logits(adjusted_, result_.ids);
+  return adjusted_;
+}
+
+bool SequenceRun::emit(int32_t id, std::span<const float> logits) {
+  result_.ids.push_back(id);
+  history_.push_back(id);
+  const bool keep_going = !on_token_ || on_token_({id, logits, state_->bytes()});
+  const auto& stops = request_.stop_ids;
+  if (!keep_going || std::find(stops.begin(), stops.end(), id) != stops.end()) {
+    result_.finish_reason = "stop";
+    return false;
+  }
+  return int64_t(result_.ids.size()) < request_.max_new_tokens;
+}
+
+std::optional<SequenceStep> SequenceRun::plan(int64_t budget) {
+  if (phase_ == Phase::finished) return std::nullopt;
+  if (phase_ == Phase::prefill) {
+    const int64_t total = int64_t(request_.prompt.size());
+    planned_ = std::min({chunk_, total - prefilled_, budget});
+    if (planned_ <= 0) return std::nullopt;
+    const auto begin = request_.prompt.begin() + prefilled_;
+    const bool last = prefilled_ + planned_ == total;
+    return SequenceStep{state_.get(), {begin, begin + planned_}, last ? WantLogits::last : WantLogits::none};
+  }
+  // Decode: the pending token, and drafts when a drafter has some.
+  draft_ = {};
+  const int64_t remaining = request_.max_new_tokens - int64_t(result_.ids.size());
+  const int64_t wanted = lengths_ ? lengths_->next() : speculation_.draft_tokens;
+  const int64_t most = std::min({wanted, remaining - 1, state_->max_verify_rows() - 1});
+  if (speculation_.drafter && most >= 1) draft_ = speculation_.drafter->propose(history_, most, draft_sampler_);
+  const int64_t drafted = int64_t(draft_.tokens.size());
+  check(drafted <= std::max<int64_t>(most, 0) && (draft_.dists.empty() || int64_t(draft_.dists.size()) == drafted),
+        "speculative decoding: the drafter returned ", drafted, " tokens and ", draft_.dists.size(),
+        " distributions for at most ", most);
+  for (int32_t d : draft_.tokens)
+    check(d >= 0 && d < vocab_, "speculative decoding: draft token ", d, " is out of range");
+  ++result_.spec.target_passes;
+  if (drafted == 0) return SequenceStep{state_.get(), {next_}, WantLogits::last};
+  std::vector<int32_t> ids = {next_};
+  ids.insert(ids.end(), draft_.tokens.begin(), draft_.tokens.end());
+  state_->begin(int64_t(ids.size()));
+  return SequenceStep{state_.get(), std::move(ids), WantLogits::all};
+}
+
+void SequenceRun::absorb(const Tensor& logits, int64_t first_row) {
+  check(phase_ != Phase::finished, "sequence run: logits for a finished run");
+  if (phase_ == Phase::prefill) return absorb_prefill(logits, first_row);
+  if (!draft_.tokens.empty()) return absorb_verify(logits, first_row);
+  const auto r = row(logits, first_row);
+  next_ = sampler_.sample(r, history_);
+  if (!emit(next_, r)) finish();
+}
+
+void SequenceRun::absorb_prefill(const Tensor& logits, int64_t first_row) {
+  prefilled_ += planned_;
+  if (prefilled_ < int64_t(request_.prompt.size())) return;
+  first_token_ = std::chrono::steady_clock::now();
+  result_.prefill_seconds = std::chrono::duration<double>(first_token_ - started_).count();
+  phase_ = Phase::decode;
+  if (request_.max_new_tokens == 0) return finish();
+  const auto first = row(logits, first_row);
+  next_ = sampler_.sample(first, history_);
+  if (!emit(next_, first)) finish();
+}
+
+void SequenceRun::absorb_verify(const Tensor& logits, int64_t first_row) {
+  // Each row judges the draft after it; the row after the last draft gives a bonus token.
+  const int64_t drafted = int64_t(draft_.tokens.size());
+  int64_t accepted = 0;
+  bool going = true;
+  std::span<const float> pending;
+  for (int64_t i = 0;; ++i) {
+    pending = row(logits, first_row + i);
+    if (i == drafted) {
+      next_ = sampler_.sample(pending, history_);
+      break;
+    }
+    sampler_.distribution(pending, history_, target_);
+    const TokenDistribution* q = draft_.dists.empty() ? nullptr : &draft_.dists[size_t(i)];
+    const DraftVerdict verdict = judge_draft(target_, q, draft_.tokens[size_t(i)], sampler_);
+    next_ = verdict.token;
+    if (!verdict.accepted) break;
+    ++accepted;
+    going = emit(next_, pending);
+    if (!going) break;
+  }
+  result_.spec.drafted += drafted;
+  result_.spec.accepted += accepted;
+  if (lengths_) lengths_->observe(drafted, accepted);
+  state_->resolve(accepted + 1);
+  draft_ = {};
+  if (!going || !emit(next_, pending)) finish();
+}
+
+void SequenceRun::finish() {
+  if (phase_ == Phase::decode)  // from the first token to the last
+    result_.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_token_).count();
+  phase_ = Phase::finished;
+  state_.reset();
+  if (speculation_.drafter) speculation_.drafter->finish();
+}
+
+void SequenceRun::stop(const std::string& finish_reason, const std::string& error) {
+  if (phase_ == Phase::finished) return;
+  finish();
+  result_.finish_reason = finish_reason;
+  error_ = error;
+}
+
+}  // namespace fathom

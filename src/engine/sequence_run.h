@@ -1,0 +1,82 @@
+#pragma once
+// One request's generation, a step at a time, so that many can share each
+// forward step (engine/run_step.h): prefill chunks, then decode steps — one
+// row, or with speculation the pending token and its drafts verified as a
+// transaction on the sequence's state. The run plans its part of the next
+// step, then absorbs the logits that part produced: samples, judges drafts,
+// emits tokens, and finishes at a stop id, max_new_tokens, or when on_token
+// says stop.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/generator.h"
+#include "engine/prefill_policy.h"
+#include "engine/sampler.h"
+#include "engine/speculative.h"
+#include "model/model.h"
+
+namespace fathom {
+
+class SequenceRun {
+ public:
+  using OnToken = std::function<bool(const GeneratedToken&)>;
+  // Checks the request (a bad one throws naming the field); the state is
+  // allocated here. `speculation.drafter` is used by this run alone.
+  SequenceRun(const Model& model, const PrefillPolicy& policy, GenerationRequest request, OnToken on_token = {},
+              Speculation speculation = {});
+  ~SequenceRun();
+  SequenceRun(const SequenceRun&) = delete;
+  SequenceRun& operator=(const SequenceRun&) = delete;
+
+  bool finished() const { return phase_ == Phase::finished; }
+  bool prefilling() const { return phase_ == Phase::prefill; }
+  // Its part of the next step. A prefill chunk takes at most `budget` tokens
+  // (none when the budget is 0); a decode row or verify span always runs.
+  // Null when it has nothing to run.
+  std::optional<SequenceStep> plan(int64_t budget);
+  // The logits of the part it planned: rows [first_row, first_row + n) of
+  // `logits`, n as that SequenceStep asked.
+  void absorb(const Tensor& logits, int64_t first_row);
+  // Ends the run now (cancelled, timed out, or its step failed): the state is
+  // dropped and the result is final with this finish reason (and error).
+  void stop(const std::string& finish_reason, const std::string& error = {});
+
+  const GenerationResult& result() const { return result_; }
+  const std::string& error() const { return error_; }
+  int64_t state_bytes() const { return state_ ? state_->bytes() : 0; }
+
+ private:
+  enum class Phase { prefill, decode, finished };
+  std::span<const float> row(const Tensor& logits, int64_t r);
+  bool emit(int32_t id, std::span<const float> logits);  // false when generation ends with it
+  void absorb_prefill(const Tensor& logits, int64_t first_row);
+  void absorb_verify(const Tensor& logits, int64_t first_row);
+  void finish();
+
+  const Model& model_;
+  const GenerationRequest request_;
+  const OnToken on_token_;
+  const Speculation speculation_;
+  const int64_t vocab_;
+  std::unique_ptr<SequenceState> state_;
+  int64_t chunk_ = 0, prefilled_ = 0, planned_ = 0;
+  Phase phase_ = Phase::prefill;
+  Sampler sampler_, draft_sampler_;
+  std::optional<DraftLengthPolicy> lengths_;
+  std::vector<int32_t> history_;  // the prompt and every generated token
+  int32_t next_ = 0;              // generated, not in the cache yet
+  Draft draft_;                   // the drafts being verified
+  TokenDistribution target_;
+  std::vector<float> adjusted_;
+  GenerationResult result_;
+  std::string error_;
+  std::chrono::steady_clock::time_point started_, first_token_;
+};
+
+}  // namespace fathom
