@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "core/error.h"
 #include "text/jinja/chat_template.h"
 
@@ -52,7 +53,8 @@ Command add_chat_template_command(CLI::App& app) {
   auto model_dir = std::make_shared<std::string>();
   auto request_path = std::make_shared<std::string>();
   app.add_option("--model", *model_dir, "model or tokenizer folder (tokenizer_config.json / chat_template.jinja)")
-      ->required();
+      ->required()
+      ->check(model_folder());
   app.add_option("--request", *request_path, "request JSON: messages, tools, add_generation_prompt, chat_template_kwargs")
       ->required();
   return [=] {

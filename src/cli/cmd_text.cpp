@@ -15,7 +15,7 @@ Command add_tokenize_command(CLI::App& app) {
     bool special = false;
   };
   auto o = std::make_shared<Options>();
-  app.add_option("--model", o->model_dir, "Hugging Face model folder (tokenizer.json)")->required();
+  app.add_option("--model", o->model_dir, "Hugging Face model folder (tokenizer.json)")->required()->check(model_folder());
   app.add_option("--text", o->text, "text to encode")->required();
   app.add_flag("--special", o->special, "add the post-processor's special tokens (BOS/EOS)");
   return [o] {
@@ -31,7 +31,7 @@ Command add_detokenize_command(CLI::App& app) {
     bool skip_special = false;
   };
   auto o = std::make_shared<Options>();
-  app.add_option("--model", o->model_dir, "Hugging Face model folder (tokenizer.json)")->required();
+  app.add_option("--model", o->model_dir, "Hugging Face model folder (tokenizer.json)")->required()->check(model_folder());
   app.add_option("--ids", o->ids, "comma-separated token ids")->required();
   app.add_flag("--skip-special", o->skip_special, "drop special tokens from the text");
   return [o] {

@@ -1,6 +1,7 @@
 #include "cli/common_options.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -12,8 +13,20 @@
 
 namespace fathom::cli {
 
+const CLI::Validator& model_folder() {
+  static const CLI::Validator check(
+      [](std::string& path) -> std::string {
+        std::error_code ec;
+        if (!std::filesystem::exists(path, ec)) return "model folder " + path + " not found (no such folder)";
+        if (!std::filesystem::is_directory(path, ec)) return path + " is a file, not a model folder";
+        return {};
+      },
+      "DIR");
+  return check;
+}
+
 void ModelOptions::add_to(CLI::App& app) {
-  app.add_option("--model", model_dir, "Hugging Face model folder")->required();
+  app.add_option("--model", model_dir, "Hugging Face model folder")->required()->check(model_folder());
   app.add_option("--dtype", dtype, "compute dtype: auto, f32 or bf16")->capture_default_str();
   app.add_option("--threads", threads, "worker threads (0: all cores)")->capture_default_str();
   app.add_option("--prefill-chunk", prefill_chunk,

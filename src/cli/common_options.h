@@ -47,6 +47,11 @@ struct ModelOptions {
   std::unique_ptr<Model> load() const;
 };
 
+// The check on every --model: a path that does not exist, or is a file, is
+// named as such before anything looks for files inside it (which would blame
+// a missing tokenizer.json or config.json instead).
+const CLI::Validator& model_folder();
+
 // "5,17,42" → {5, 17, 42}; throws naming the bad element.
 std::vector<int32_t> parse_id_list(const std::string& text, const char* flag);
 

@@ -140,6 +140,17 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
   expect_clean_failure("logits --model " + junk.string() + " --prompt-ids 1 --out /dev/null", "safetensors");
 }
 
+// A --model that is not there says so, whichever command is asked (it used to
+// blame a missing tokenizer.json or config.json inside it).
+TEST(Cli, AMissingModelFolderIsNamed) {
+  for (const char* command : {"generate --chat hi", "serve", "chat --prompt hi", "fit", "tokenize --text hi"}) {
+    std::string args = command;
+    args.insert(args.find(' ') == std::string::npos ? args.size() : args.find(' '), " --model /nonexistent/model");
+    expect_clean_failure(args, "model folder /nonexistent/model not found");
+  }
+  expect_clean_failure("generate --model " + kModel + "/config.json --chat hi", "is a file, not a model folder");
+}
+
 nlohmann::json fit_json(const std::string& model, const std::string& flags) {
   const RunResult r = run("fit --model " + model + " --threads 1 --json " + flags);
   EXPECT_EQ(r.exit_code, 0) << r.err;
