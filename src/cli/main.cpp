@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
     commands[sub] = make(*sub);
   };
   add("serve", "serve the model over HTTP (OpenAI and Anthropic APIs)", fathom::cli::add_serve_command);
+  add("chat", "chat with the model in the terminal (streamed answers; /reset, /system; Ctrl-C stops an answer)",
+      fathom::cli::add_chat_command);
   add("logits", "write the logits after every prompt position to a .npy file", fathom::cli::add_logits_command);
   add("generate", "generate tokens and print them as JSON", fathom::cli::add_generate_command);
   add("fit", "say whether a model, context, KV scheme and sequences fit in memory, and where the bytes go",
