@@ -1,5 +1,6 @@
 // fathom bench --model DIR --prompt-tokens 512 --gen-tokens 128 [--threads N]
 // Prefill and decode are timed separately; with --repeat the medians are reported.
+// --batch B: B sequences prefilled, then decoding together in one step each token.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,6 +34,7 @@ Command add_bench_command(CLI::App& app) {
     int64_t prompt_tokens = 512;
     int64_t gen_tokens = 128;
     int repeat = 1;
+    int64_t batch = 1;
     std::string prompt_file;
     SpeculationOptions speculation;
   };
@@ -41,6 +43,9 @@ Command add_bench_command(CLI::App& app) {
   app.add_option("--prompt-tokens", o->prompt_tokens, "prompt length")->capture_default_str();
   app.add_option("--gen-tokens", o->gen_tokens, "tokens to decode")->capture_default_str();
   app.add_option("--repeat", o->repeat, "runs; medians are reported")->capture_default_str();
+  app.add_option("--batch", o->batch,
+                 "sequences prefilled one after another, then decoding together (decode_tok_s: all rows per second)")
+      ->capture_default_str();
   app.add_option("--prompt-file", o->prompt_file,
                  "take the prompt from this text (the model's tokenizer; its first --prompt-tokens tokens) "
                  "instead of random ids");
@@ -50,6 +55,7 @@ Command add_bench_command(CLI::App& app) {
     check(o->prompt_tokens > 0, "--prompt-tokens must be positive, got ", o->prompt_tokens);
     check(o->gen_tokens > 0, "--gen-tokens must be positive, got ", o->gen_tokens);
     check(o->repeat > 0, "--repeat must be positive, got ", o->repeat);
+    check(o->batch >= 1 && o->batch <= 256, "--batch must be in 1..256, got ", o->batch);
     MemoryContract contract = o->model.memory_contract();
     o->speculation.add_to_contract(contract, o->model);
     const auto policy = o->model.prefill_policy(contract);
@@ -72,20 +78,32 @@ Command add_bench_command(CLI::App& app) {
     using clock = std::chrono::steady_clock;
     std::vector<double> prefill_tps, decode_tps;
     int64_t kv_bytes = 0;
+    const size_t batch = size_t(o->batch);
     for (int r = 0; r < o->repeat; ++r) {
-      auto state = model->new_state(o->prompt_tokens + o->gen_tokens);
+      // Sequence b's prompt: the prompt with its ids shifted by b (same length, other tokens).
+      std::vector<std::unique_ptr<SequenceState>> states;
+      std::vector<int32_t> next(batch);
       const auto t0 = clock::now();
-      Tensor logits = prefill(*model, *state, prompt, *policy, false);
+      for (size_t b = 0; b < batch; ++b) {
+        std::vector<int32_t> ids = prompt;
+        for (auto& id : ids) id = int32_t((int64_t(id) + int64_t(b)) % config.vocab_size);
+        states.push_back(model->new_state(o->prompt_tokens + o->gen_tokens));
+        const Tensor logits = prefill(*model, *states.back(), ids, *policy, false);
+        next[b] = argmax({logits.data<float>(), size_t(config.vocab_size)});
+      }
       const auto t1 = clock::now();
-      int32_t next = argmax({logits.data<float>(), size_t(config.vocab_size)});
+      std::vector<SequenceStep> step(batch);
       for (int64_t i = 0; i < o->gen_tokens; ++i) {
-        logits = model->forward({next}, *state, false);
-        next = argmax({logits.data<float>(), size_t(config.vocab_size)});
+        for (size_t b = 0; b < batch; ++b) step[b] = {states[b].get(), {next[b]}, WantLogits::last};
+        const Tensor logits = model->forward(step);
+        for (size_t b = 0; b < batch; ++b)
+          next[b] = argmax({logits.data<float>() + int64_t(b) * config.vocab_size, size_t(config.vocab_size)});
       }
       const auto t2 = clock::now();
-      kv_bytes = state->bytes();
-      prefill_tps.push_back(double(o->prompt_tokens) / std::chrono::duration<double>(t1 - t0).count());
-      decode_tps.push_back(double(o->gen_tokens) / std::chrono::duration<double>(t2 - t1).count());
+      kv_bytes = 0;
+      for (const auto& state : states) kv_bytes += state->bytes();
+      prefill_tps.push_back(double(o->prompt_tokens * o->batch) / std::chrono::duration<double>(t1 - t0).count());
+      decode_tps.push_back(double(o->gen_tokens * o->batch) / std::chrono::duration<double>(t2 - t1).count());
     }
     // With speculation: the same greedy generation with and without drafts.
     nlohmann::json spec_out;
@@ -130,7 +148,9 @@ Command add_bench_command(CLI::App& app) {
         {"prefill_chunk", policy->chunk_size(o->prompt_tokens, o->prompt_tokens + o->gen_tokens)},
         {"repeat", o->repeat},
         {"prefill_tok_s", median(prefill_tps)},
+        {"batch", o->batch},
         {"decode_tok_s", median(decode_tps)},
+        {"decode_tok_s_per_sequence", median(decode_tps) / double(o->batch)},
         {"weight_bytes", model->weight_bytes()},
         {"kv_scheme", model->kv_scheme().cache_key()},
         {"kv_bytes", kv_bytes},

@@ -126,6 +126,27 @@ TEST(Matmul, SharedInputEqualsSeparateMatmuls) {
   EXPECT_THROW(backend->matmul_shared(x, bad), Error);
 }
 
+// Steps of up to 16 rows (decode, speculative verify, small batches) give
+// every row exactly the bits it gets alone, whichever rows share the step.
+TEST(Matmul, SmallStepsAreBatchInvariant) {
+  auto rng = fresh_rng();
+  auto backend = make_cpu_backend();
+  for (const DType wdt : {DType::f32, DType::bf16})
+    for (bool bf16 : {false, true})
+      for (int64_t m = 1; m <= 16; ++m) {
+        const int64_t k = 200 + int64_t(rng() % 100), n = 13 + int64_t(rng() % 40);  // tails in K and N
+        Tensor x = random_tensor({m, k}, DType::f32, rng);
+        Tensor w = random_tensor({n, k}, wdt, rng, 0.1f), bias = random_tensor({n}, DType::f32, rng);
+        Tensor y = Tensor::empty({m, n}, DType::f32), one = Tensor::empty({1, n}, DType::f32);
+        backend->matmul(x, w, &bias, y, bf16);
+        for (int64_t r = 0; r < m; ++r) {
+          backend->matmul(x.slice_rows(r, r + 1), w, &bias, one, bf16);
+          EXPECT_EQ(0, std::memcmp(one.raw(), y.slice_rows(r, r + 1).raw(), one.nbytes()))
+              << "row " << r << " of " << m << ", weights " << dtype_name(wdt) << ", bf16 compute " << bf16;
+        }
+      }
+}
+
 TEST(Matmul, BackendChecksShapes) {
   auto backend = make_cpu_backend();
   auto rng = fresh_rng();
