@@ -6,6 +6,7 @@
 # "What does X mean?"-style questions in the right form, often with wrong content. It is
 # served with its draft model, assets/models/fathom-draft, for speculative decoding (unless
 # --spec or --draft-model is given).
+# It says at start where the chat page is and how to chat in a terminal instead.
 # Usage: scripts/run.sh [fathom serve options...]
 #   FATHOM_MODEL=DIR serves another folder; FATHOM_MODEL=random serves a random-weight model
 #   of the Qwen3-0.6B shape with the real Qwen3 tokenizer (real speed, meaningless answers).
@@ -27,4 +28,21 @@ speculation=()
 if [ "$model" = assets/models/fathom-chat-small ] && [[ " $* " != *" --spec "* && " $* " != *" --draft-model "* ]]; then
   speculation=(--draft-model assets/models/fathom-draft)
 fi
+# Where to go from here: the chat page (the port and host as given, if given) and the terminal chat.
+port=8080 host=127.0.0.1 args=("$@")
+for i in "${!args[@]}"; do
+  case ${args[$i]} in
+    --port) port=${args[$((i + 1))]:-$port} ;;
+    --port=*) port=${args[$i]#--port=} ;;
+    --host) host=${args[$((i + 1))]:-$host} ;;
+    --host=*) host=${args[$i]#--host=} ;;
+  esac
+done
+[ "$host" = 0.0.0.0 ] && host=127.0.0.1
+page="http://$host:$port/"
+[ "$port" = 0 ] && page="the address it prints"
+if [[ " $* " != *" --no-webui "* ]]; then
+  echo "run: once it listens, open $page in a browser to chat with the model (scripts/run.sh --no-webui: no page);"
+fi
+echo "run: or chat in a terminal: build/fathom chat --model $model${speculation[*]:+ ${speculation[*]}}"
 exec build/fathom serve --model "$model" "${speculation[@]}" "$@"

@@ -92,7 +92,7 @@ for part in "${parts[@]}"; do
       read -r total failed < <(ctest_counts "$log/asan-ctest")
       record asan-ctest $rc "$total" "$failed"
       e2e "$root/build-asan/fathom" "$log/asan-e2e" api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs \
-        memory.test.mjs speculation.test.mjs batching.test.mjs
+        memory.test.mjs speculation.test.mjs batching.test.mjs ../webui/chat_page.test.mjs ../cli/chat.test.mjs
       rc=$?
       grep -E "^✖|ERROR: (Address|Undefined)|runtime error" "$log/asan-e2e" | head -n 20
       read -r total failed < <(node_counts "$log/asan-e2e")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: set up, build, run every test: ctest (C++ unit, parity and CLI
-# tests), then the server's end-to-end tests (node:test with the official OpenAI and
-# Anthropic clients against build/fathom serve), then the sanitizer runs
+# tests), then the end-to-end tests (node:test with the official OpenAI and
+# Anthropic clients against build/fathom serve, the chat page in headless Chromium,
+# and fathom chat in a pseudo-terminal), then the sanitizer runs
 # (scripts/sanitize.sh: ASan + UBSan over all of that plus the fuzz corpora,
 # ThreadSanitizer over the thread pool and the server). Prints each part's
 # summary; the last line adds them all up in ctest's format.
@@ -17,14 +18,20 @@ root=$(pwd)
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
+# The chat page's browser tests drive Debian's Chromium; where it cannot be
+# installed they are skipped, by name, in the report (tests/webui/browser.mjs).
+if ! scripts/install_packages.sh chromium; then
+  echo "test: Debian's chromium could not be installed: the chat page's browser tests will be skipped"
+fi
+
 set +e
 (cd build && ctest --output-on-failure -j2 --timeout 600) 2>&1 | tee "$log/ctest"
 ctest_rc=${PIPESTATUS[0]}
 echo
-echo "server end-to-end tests (tests/server):"
+echo "end-to-end tests (tests/server; the chat page in Chromium, tests/webui; fathom chat in a terminal, tests/cli):"
 (cd tests/server && FATHOM_BINARY="$root/build/fathom" node --test --test-concurrency=1 --test-reporter=spec \
-  api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs memory.test.mjs speculation.test.mjs batching.test.mjs) \
-  2>&1 | tee "$log/node"
+  api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs memory.test.mjs speculation.test.mjs batching.test.mjs \
+  ../webui/chat_page.test.mjs ../cli/chat.test.mjs) 2>&1 | tee "$log/node"
 node_rc=${PIPESTATUS[0]}
 sanitize_total=0; sanitize_failed=0
 if [ "$quick" -eq 0 ]; then
@@ -53,7 +60,7 @@ failed=$((ctest_failed + node_failed + sanitize_failed))
 percent=$(( total > 0 ? (100 * (total - failed)) / total : 0 ))
 echo
 echo "ctest: ${ctest_line:-no summary}"
-echo "node e2e: tests $node_total, pass $((node_total - node_failed)), fail $node_failed"
+echo "node e2e: tests $node_total, pass $((node_total - node_failed)), fail $node_failed (chat page screenshots: build/test-artifacts/webui/)"
 [ "$quick" -eq 0 ] && echo "sanitizers: $sanitize_total checks, $sanitize_failed failed ($(tr '\n' ';' <"$log/sanitize"))"
 echo "${percent}% tests passed, ${failed} tests failed out of ${total} (ctest ${ctest_total}, server e2e ${node_total}, sanitizers ${sanitize_total})"
 [ "$failed" -eq 0 ]
