@@ -247,18 +247,27 @@ test("with --api-key the page asks for the key once and keeps it for the tab", {
     assert.equal(res.status(), 200, "the page itself needs no key");
     await p.waitForSelector("#key-dialog[open]");
     assert.match(await p.textContent("#key-reason"), /needs an API key/);
+    // Dismissed, it says what is missing and does not come back on its own (status polls every 2 s).
+    await p.click("#key-cancel");
+    assert.match(await p.textContent("#banner"), /needs an API key: send a message to enter it/);
+    await sleep(2500);
+    assert.equal(await p.locator("#key-dialog[open]").count(), 0, "the dialog came back unasked");
+    // Sending a message asks again.
+    await send("What does foo mean?", p);
+    await p.waitForSelector("#key-dialog[open]");
     await p.fill("#key-input", "wrong");
     await p.click("#key-ok");
     await p.waitForFunction(() => document.getElementById("key-reason").textContent.includes("refused"));
     assert.ok(await p.isVisible("#key-dialog"));
     await p.fill("#key-input", "s3cret");
     await p.press("#key-input", "Enter");
+    await waitForAnswer("done", p);
     await p.waitForFunction(() => document.getElementById("model-name").textContent === "fathom-chat-small");
     assert.equal(await p.evaluate(() => sessionStorage.getItem("fathom.apiKey")), "s3cret");
     await p.reload();
     await p.waitForFunction(() => document.getElementById("st-kv-key").textContent === "bf16");
     assert.equal(await p.locator("#key-dialog[open]").count(), 0, "asked again after a reload");
-    await send("What does foo mean?", p);
+    await send("And bar?", p);
     await waitForAnswer("done", p);
   } finally {
     await ctx.close();

@@ -35,17 +35,22 @@ function isAbort(e) {
 }
 
 export class Api {
-  // askKey(reason) resolves to a key, or to null when the user declines.
-  constructor({ askKey, onConnectionLost }) {
+  // askKey(reason) resolves to a key, or to null when the user declines;
+  // onKeyAccepted() runs when a newly entered key has just been accepted.
+  constructor({ askKey, onConnectionLost, onKeyAccepted }) {
     this.askKey = askKey;
     this.onConnectionLost = onConnectionLost;
+    this.onKeyAccepted = onKeyAccepted;
   }
 
   get key() {
     return sessionStorage.getItem(KEY_STORAGE);
   }
 
-  async request(path, init = {}) {
+  // askForKey: false for background requests (status polling), which must
+  // not pop the dialog up again after the user dismissed it.
+  async request(path, init = {}, { askForKey = true } = {}) {
+    let newKey = false;
     for (;;) {
       const headers = { ...(init.headers ?? {}) };
       const sentKey = this.key;
@@ -59,18 +64,21 @@ export class Api {
         throw new ConnectionLost(`no answer from the server (${e.message})`);
       }
       if (res.status !== 401) {
+        if (newKey) this.onKeyAccepted?.();
         if (!res.ok) throw await errorFrom(res);
         return res;
       }
       const refused = await errorFrom(res);
+      if (!askForKey) throw refused;
       const key = await this.askKey(sentKey ? "The server refused that key." : "This server needs an API key.");
       if (!key) throw refused;
       sessionStorage.setItem(KEY_STORAGE, key);
+      newKey = true;
     }
   }
 
-  async json(path) {
-    return (await this.request(path)).json();
+  async json(path, options) {
+    return (await this.request(path, {}, options)).json();
   }
 
   // Streams a chat completion: onChunk(chunk) for every parsed event until

@@ -140,7 +140,16 @@ function askKey(reason) {
   return keyRequest;
 }
 
-const api = new Api({ askKey, onConnectionLost });
+// A key entered while sending a message also unlocks the model list and the panel.
+const api = new Api({
+  askKey,
+  onConnectionLost,
+  onKeyAccepted: () => {
+    $("banner").hidden = true;
+    refreshModel();
+    refreshStatus();
+  },
+});
 
 // ------------------------------------------------------- server state
 async function refreshModel() {
@@ -150,14 +159,16 @@ async function refreshModel() {
     $("model-name").textContent = modelId ?? "(no model)";
     setConnection("online", "online");
   } catch (e) {
-    if (e instanceof ApiError) showBanner(`Cannot list the models: ${e.message}`, "lost");
+    if (e instanceof ApiError && e.status === 401)
+      showBanner("This server needs an API key: send a message to enter it.", "lost");
+    else if (e instanceof ApiError) showBanner(`Cannot list the models: ${e.message}`, "lost");
   }
 }
 
 async function refreshStatus() {
   if (connectionLost || document.hidden) return;
   try {
-    panel.render(await api.json("/status"));
+    panel.render(await api.json("/status", { askForKey: false }));
     $("status-error").hidden = true;
   } catch (e) {
     if (e instanceof ConnectionLost) return;
@@ -173,20 +184,32 @@ function pollStatus() {
 // -------------------------------------------------------- conversation
 let renderQueued = false;
 
-function renderMessages() {
-  renderQueued = false;
+// Keeps the view at the bottom while the reader is there.
+function followingBottom(update) {
   const list = $("messages");
   const nearBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 80;
-  const lastAssistant = conversation.findLast((c) => c.message.role === "assistant");
-  for (const c of conversation) c.view.update({ last: c === lastAssistant && !running });
-  $("empty").hidden = conversation.length > 0;
+  update();
   if (nearBottom) list.scrollTop = list.scrollHeight;
 }
 
+// Every message (which one may regenerate changes when an answer starts or ends).
+function renderMessages() {
+  const lastAssistant = conversation.findLast((c) => c.message.role === "assistant");
+  followingBottom(() => {
+    for (const c of conversation) c.view.update({ last: c === lastAssistant && !running });
+  });
+  $("empty").hidden = conversation.length > 0;
+}
+
+// The answer being streamed, at most once a frame.
 function scheduleRender() {
   if (renderQueued) return;
   renderQueued = true;
-  requestAnimationFrame(renderMessages);
+  requestAnimationFrame(() => {
+    renderQueued = false;
+    const view = conversation.find((c) => c.message === running?.message)?.view;
+    if (view) followingBottom(() => view.update({ last: false }));
+  });
 }
 
 function addMessage(message) {
