@@ -109,17 +109,24 @@ class Chat {
       std::fflush(stdout);
     };
     Interrupts::clear();
-    const GenerationResult result = generate(
-        e_.model, e_.policy, request,
-        [&](const GeneratedToken& token) {
-          if (Interrupts::pending()) {
-            interrupted = true;
-            return false;
-          }
-          show(detokenizer.push(token.id));
-          return true;
-        },
-        e_.speculation);
+    GenerationResult result;
+    try {
+      result = generate(
+          e_.model, e_.policy, request,
+          [&](const GeneratedToken& token) {
+            if (Interrupts::pending()) {
+              interrupted = true;
+              return false;
+            }
+            show(detokenizer.push(token.id));
+            return true;
+          },
+          e_.speculation);
+    } catch (...) {
+      turns_.pop_back();  // a failed answer leaves the conversation as it was
+      std::fputs("\n", stdout);
+      throw;
+    }
     if (!interrupted) show(detokenizer.flush());
     Interrupts::clear();
     std::fputs("\n", stdout);
