@@ -12,8 +12,10 @@
 // be stopped; the page's own code is never replaced.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
+import { binary } from "../server/helpers.mjs";
 import { artifactsDir, chatModel, launchChromium, noChromium, serve } from "./browser.mjs";
 
 const eosId = JSON.parse(fs.readFileSync(path.join(chatModel, "config.json"), "utf8")).eos_token_id;
@@ -315,14 +317,30 @@ test("a narrow window: one column, no sideways scrolling, the engine panel as a 
   assert.ok(await page.isHidden("#panel"));
 });
 
-test("serve --no-webui serves no page; the API still works", async () => {
-  const bare = await serve(["--model", chatModel, "--no-webui"]);
+test("serve --no-webui serves no page; GET /status has the contract's terms as fit predicts them", async () => {
+  const bare = await serve(["--model", chatModel, "--no-webui", "--memory-budget", "2GiB"]);
   try {
     const res = await fetch(bare.url + "/");
     assert.equal(res.status, 404);
     assert.match((await res.json()).error.message, /no route for GET \//);
-    assert.equal((await fetch(bare.url + "/status")).status, 200);
     assert.doesNotMatch(bare.output(), /chat page/);
+
+    const status = await (await fetch(bare.url + "/status")).json();
+    const fit = JSON.parse(
+      execFileSync(binary, ["fit", "--model", chatModel, "--threads", "1", "--memory-budget", "2GiB", "--ctx", "2048", "--json"], {
+        encoding: "utf8",
+      }),
+    );
+    const c = status.memory.contract;
+    assert.deepEqual(
+      [c.context, c.prefill_chunk, c.weights_bytes, c.kv_bytes, c.transient_bytes, c.runtime_bytes, c.total_bytes],
+      [fit.ctx, fit.prefill_chunk, fit.weights_bytes, fit.kv_bytes, fit.transient_bytes, fit.runtime_bytes, fit.total_bytes],
+    );
+    assert.equal(status.memory.budget_bytes, 2 ** 31);
+    assert.equal(status.kv.cache_key, fit.kv.cache_key);
+    assert.equal(status.kv.bytes_at_context, fit.kv_bytes);
+    assert.deepEqual(status.context, { length: 2048, window: 2048 });
+    assert.equal(status.model.architecture, "qwen3");
   } finally {
     await bare.stop();
   }
