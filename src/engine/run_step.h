@@ -8,6 +8,9 @@
 
 namespace fathom {
 
+// The most tokens a step takes by default: every decode row, then prefill chunks.
+inline constexpr int64_t kStepTokens = 512;
+
 // Runs one step over `runs`: every decoding run's row (or verify span) first,
 // then prefill chunks of prefilling runs, in order, while the step holds
 // fewer than `token_budget` tokens. A run that fails to plan or absorb stops

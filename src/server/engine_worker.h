@@ -95,9 +95,6 @@ class EngineWorker {
   bool submit(const std::shared_ptr<Job>& job);
   size_t queued() const;
 
-  // Most tokens one step takes: every decode row, then prefill chunks.
-  static constexpr int64_t kStepTokens = 512;
-
  private:
   struct Running;
   void loop();

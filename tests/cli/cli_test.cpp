@@ -237,5 +237,41 @@ TEST(Cli, FitRejectsBadInput) {
   expect_clean_failure("fit --model " + kModel + " --sequences 0", "--sequences");
 }
 
+// --prompts-file: every prompt in one continuous batch, staggered joins; each
+// line is what generate prints for that prompt alone, in input order.
+TEST(Cli, GeneratePromptsFileRunsThemTogetherInOrder) {
+  const fs::path file = fs::temp_directory_path() / ("fathom_prompts_" + std::to_string(::getpid()) + ".jsonl");
+  auto rng = testing::fresh_rng();
+  std::mt19937 ids_rng{uint32_t(rng())};
+  std::vector<std::string> lines, alone;
+  for (const int n : {5, 23, 2}) {
+    const std::string ids = join_ids([&] {
+      std::vector<int> v;
+      for (int32_t id : testing::random_ids(n, 512, ids_rng)) v.push_back(id);
+      return v;
+    }());
+    lines.push_back("{\"ids\": [" + ids + "]}");
+    const RunResult one = run("generate --model " + kModel + " --prompt-ids " + ids + " -n 6 --ignore-eos");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    alone.push_back(one.out);
+  }
+  {
+    std::ofstream out(file);
+    for (const auto& l : lines) out << l << "\n\n";  // blank lines are skipped
+  }
+  const RunResult r = run("generate --model " + kModel + " --prompts-file " + file.string() + " --stagger 2 -n 6 --ignore-eos");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, alone[0] + alone[1] + alone[2]);
+
+  std::ofstream(file) << "{\"ids\": [1, 2]}\n{\"text\": \"x\"}\n";
+  expect_clean_failure("generate --model " + kModel + " --prompts-file " + file.string(), "line 2");
+  std::ofstream(file) << "{\"ids\": [1, -4]}\n";
+  expect_clean_failure("generate --model " + kModel + " --prompts-file " + file.string(), "not a token id");
+  expect_clean_failure("generate --model " + kModel + " --prompts-file " + file.string() + " --prompt-ids 1",
+                       "exactly one of");
+  expect_clean_failure("generate --model " + kModel + " --prompts-file /nonexistent.jsonl", "cannot read");
+  fs::remove(file);
+}
+
 }  // namespace
 }  // namespace fathom
