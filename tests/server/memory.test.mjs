@@ -96,6 +96,41 @@ test("under a memory budget: the context is what fits, a request that cannot fit
   }
 });
 
+test("a budget for two long requests at once: the third waits in the queue, then completes; RSS stays under the budget", async () => {
+  // Room for two sequences of 700 tokens and half of a third.
+  const f = fit(700);
+  const probe = await startServer(["--model", model, "--memory-budget", "8GiB"]);
+  const fixed = await metric(probe.url, "fathom_memory_predicted_bytes");
+  await probe.stop();
+  const budget = Math.floor(fixed + 2.5 * (f.kv_bytes + f.transient_bytes));
+  const server = await startServer(["--model", model, "--memory-budget", String(budget), "--max-running", "8"]);
+  try {
+    const prompt = (await chat(server.url, { max_tokens: 1 })).body.usage.prompt_tokens;
+    let mostRunning = 0, mostWaiting = 0, polling = true;
+    const poll = (async () => {
+      while (polling) {
+        mostRunning = Math.max(mostRunning, await metric(server.url, "fathom_requests_running"));
+        mostWaiting = Math.max(mostWaiting, await metric(server.url, "fathom_queue_depth"));
+        if (checksMemory) assert.ok(server.rss() <= budget, `RSS ${server.rss()} over the budget ${budget}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    const three = await Promise.all([0, 1, 2].map((i) =>
+      chat(server.url, { max_tokens: 700 - prompt, logit_bias: eos, seed: i })));
+    polling = false;
+    await poll;
+    for (const r of three) {
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.equal(r.body.usage.completion_tokens, 700 - prompt);
+    }
+    assert.equal(mostRunning, 2, "two run at once, not three");
+    assert.ok(mostWaiting >= 1, "the third waited in the queue");
+    assert.ok(await metric(server.url, "fathom_memory_predicted_bytes") <= budget);
+  } finally {
+    await server.stop();
+  }
+});
+
 test("a --ctx-size that cannot fit the budget stops the server with the numbers", async () => {
   const budget = await budgetFor(500);
   await assert.rejects(startServer(["--model", model, "--memory-budget", String(budget), "--ctx-size", "2000"]),
