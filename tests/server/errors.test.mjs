@@ -120,7 +120,9 @@ test("--api-key (or FATHOM_API_KEY) guards every route but /health", async () =>
 });
 
 test("429 when the queue is full", async () => {
-  const small = await startServer(["--max-queue", "1"]);
+  // One running and two waiting: the first two are always taken, whether or
+  // not the engine has picked up the first when the second arrives.
+  const small = await startServer(["--max-running", "1", "--max-queue", "2"]);
   try {
     const client = new OpenAI({ apiKey: "unused", baseURL: small.url + "/v1", maxRetries: 0 });
     // Long generations (eos banned) so that requests pile up behind the engine.
