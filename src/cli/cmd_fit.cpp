@@ -30,7 +30,7 @@ void print_table(const FitAnswer& a, const MemoryContract& contract, const std::
   row("transient", b.transient, "one step: activations, logits, attention tiles");
   row("runtime", b.runtime, "the process itself (measured once)");
   if (contract.draft_tokens() > 0)
-    row("spec", b.speculation, "speculative decoding: draft model, checkpoints, verify rows, draft cache");
+    row("spec", b.speculation, "speculative decoding: draft model, recurrent step states, verify rows, draft cache");
   row("total", b.total(), "");
   row("budget", a.budget, budget_source);
   std::printf("%s: %s\n", a.fits ? "fits" : "does not fit",

@@ -26,7 +26,7 @@ struct MemoryBreakdown {
   int64_t kv = 0;         // KV and recurrent state of all the sequences, at their peak
   int64_t transient = 0;  // the largest step's working memory
   int64_t runtime = 0;
-  int64_t speculation = 0;  // the draft model, and every sequence's checkpoints, verify rows and draft cache
+  int64_t speculation = 0;  // the draft model, and every sequence's per-position recurrent states, verify rows and draft cache
   int64_t total() const { return weights + kv + transient + runtime + speculation; }
 };
 
