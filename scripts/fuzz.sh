@@ -91,8 +91,11 @@ for t in "${targets[@]}"; do
     if "$bin" "${flags[@]}" "${d[@]}" -max_len="${max_len[$t]}" -max_total_time="$seconds" \
         -print_final_stats=1 "$dir/corpus" >"$log" 2>&1; then status=0; else status=$?; fi
     after=$(find "$dir/corpus" -type f | wc -l)
-    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    cov=$(grep -oE '^#[0-9]+.*cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 | sed -E 's/.*cov: ([0-9]+) ft: ([0-9]+)/cov \1 ft \2/')
+    # A log without these lines (a target that died at once) must not end the script under
+    # set -e / pipefail before its FAIL line: grep finding nothing exits 1.
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+    cov=$( (grep -oE '^#[0-9]+.*cov: [0-9]+ ft: [0-9]+' "$log" || true) | tail -1 |
+          sed -E 's/.*cov: ([0-9]+) ft: ([0-9]+)/cov \1 ft \2/')
     line="$t: ${runs:-?} runs in ${seconds} s, ${cov:-cov ?}, corpus $before -> $after"
   fi
   artifacts=$(find "$dir" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \

@@ -90,8 +90,9 @@ TEST(FitMemory, LimitsAreTheLargestThatFit) {
   const FitAnswer a = fit_memory(c, 300, 2, budget);
   EXPECT_TRUE(a.fits);
   EXPECT_LE(c.predict(a.max_context, 2, planned_chunk(c, budget, a.max_context, 2, 0)).total(), budget);
-  if (a.max_context < c.config().max_position_embeddings)
+  if (a.max_context < c.config().max_position_embeddings) {
     EXPECT_GT(c.predict(a.max_context + 1, 2, planned_chunk(c, budget, a.max_context + 1, 2, 0)).total(), budget);
+  }
   EXPECT_GE(a.max_sequences, 2);
   EXPECT_LE(c.predict(300, a.max_sequences, planned_chunk(c, budget, 300, a.max_sequences, 0)).total(), budget);
   EXPECT_GT(c.predict(300, a.max_sequences + 1, planned_chunk(c, budget, 300, a.max_sequences + 1, 0)).total(),

@@ -217,7 +217,7 @@ TEST(SafetensorsHostile, ShardNamesMustStayInsideTheFolder) {
   fs::create_directories(dir / "sub");
   write_safetensors((dir / "sub" / "inner.safetensors").string(), {{"a", random_tensor({2}, DType::f32, rng)}});
   const std::string outside = (root / "outside.safetensors").string();
-  for (const std::string shard : {std::string("../outside.safetensors"), outside, std::string("sub/inner.safetensors"),
+  for (const std::string& shard : {std::string("../outside.safetensors"), outside, std::string("sub/inner.safetensors"),
                                   std::string(""), std::string(".."), std::string("sub\\inner.safetensors")}) {
     SCOPED_TRACE(shard);
     std::ofstream(dir / "model.safetensors.index.json") << nlohmann::json{{"weight_map", {{"a", shard}}}}.dump();

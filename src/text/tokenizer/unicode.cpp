@@ -78,7 +78,6 @@ std::string lowercase(std::string_view s) {
   }
   size_t pos = 0;
   while (pos < s.size()) {
-    const size_t start = pos;
     const char32_t c = next_code_point(s, pos);
     if (c == 0x0130) {  // İ: the only unconditional multi-character lowercase mapping (SpecialCasing)
       out.append("i\xCC\x87");
