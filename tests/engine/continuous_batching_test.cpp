@@ -115,6 +115,62 @@ TEST(ContinuousBatching, SampledSequencesKeepTheirOwnDraws) {
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(together[i].ids, alone[i].ids) << "request " << i;
 }
 
+// Prompt lookup, or else the last token repeated: every step drafts, right or wrong.
+class LookupOrRepeat final : public Drafter {
+ public:
+  Draft propose(const std::vector<int32_t>& history, int64_t max, Sampler& sampler) override {
+    Draft d = lookup_.propose(history, max, sampler);
+    if (d.tokens.empty()) d.tokens.assign(size_t(max), history.back());
+    return d;
+  }
+  double relative_cost() const override { return 0.0; }
+  std::unique_ptr<Drafter> fork() const override { return std::make_unique<LookupOrRepeat>(); }
+
+ private:
+  NgramDrafter lookup_;
+};
+
+// Speculative runs in one batch: each verify span is its own sequence's
+// segment and each resolves its own acceptance; greedy output stays each
+// sequence's output alone (on a hybrid model too, whose recurrent layers keep
+// per-position states inside the batch).
+TEST(ContinuousBatching, SpeculativeRunsInOneBatch) {
+  for (const char* fixture : {"qwen3_untied_4layer", "qwen3_5_text", "gemma3_sliding"}) {
+    auto model = load(fixture, KvScheme::bf16());
+    std::mt19937 rng(std::random_device{}());
+    std::vector<GenerationRequest> requests;
+    for (int i = 0; i < 3; ++i) {
+      GenerationRequest r;
+      // Repeated phrases, so prompt lookup finds drafts (some right, some wrong).
+      const auto phrase = testing::random_ids(4 + i, model->config().vocab_size, rng);
+      for (int k = 0; k < 4; ++k) r.prompt.insert(r.prompt.end(), phrase.begin(), phrase.end());
+      r.max_new_tokens = 16;
+      r.sampling.temperature = 0.0f;
+      requests.push_back(r);
+    }
+    const FixedPrefillPolicy policy(8);
+    std::vector<GenerationResult> alone;
+    for (const auto& r : requests) alone.push_back(generate(*model, policy, r));
+    std::vector<LookupOrRepeat> drafters(requests.size());
+    std::vector<std::unique_ptr<SequenceRun>> runs;
+    std::vector<SequenceRun*> active;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      runs.push_back(std::make_unique<SequenceRun>(*model, policy, requests[i], SequenceRun::OnToken{},
+                                                   Speculation{&drafters[i], 4, /*adaptive=*/false}));
+      active.push_back(runs.back().get());
+    }
+    while (run_step(*model, active, 64)) {
+    }
+    int64_t drafted = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      EXPECT_EQ(runs[i]->error(), "") << fixture;
+      EXPECT_EQ(runs[i]->result().ids, alone[i].ids) << fixture << ", request " << i;
+      drafted += runs[i]->result().spec.drafted;
+    }
+    EXPECT_GT(drafted, 0) << fixture;
+  }
+}
+
 TEST(ContinuousBatching, AStoppedRunLeavesAndTheOthersGoOn) {
   auto model = load("qwen3_untied_4layer", KvScheme::bf16());
   std::mt19937 rng(std::random_device{}());
