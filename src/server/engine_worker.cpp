@@ -244,7 +244,11 @@ void EngineWorker::loop() {
       else if (Clock::now() > r->job->spec.deadline) r->run->stop("timeout");
       runs.push_back(r->run.get());
     }
-    run_step(model_, runs, kStepTokens);
+    try {
+      run_step(model_, runs, kStepTokens);
+    } catch (const std::exception& e) {  // outside any one run (building the step): end them all, keep serving
+      for (SequenceRun* run : runs) run->stop("error", std::string("engine step failed: ") + e.what());
+    }
     int64_t kv_bytes = 0;
     for (auto it = running.begin(); it != running.end();) {
       if ((*it)->run->finished()) {
