@@ -201,6 +201,26 @@ TEST(Cli, FitPrintsEveryTermAndTheLimits) {
     EXPECT_NE(table.out.find(word), std::string::npos) << word << " in\n" << table.out;
 }
 
+// Speculation adds its term: nothing without it; per sequence with prompt
+// lookup on a hybrid model (its recurrent states during a verify step), and
+// the draft model's weights once with a draft model.
+TEST(Cli, FitCountsSpeculation) {
+  const std::string hybrid = std::string(FATHOM_FIXTURES_DIR) + "/parity/qwen3_5_text";
+  const nlohmann::json plain = fit_json(hybrid, "--ctx 64 --memory-budget 1GiB");
+  EXPECT_EQ(plain["speculation_bytes"].get<int64_t>(), 0);
+  const nlohmann::json ngram = fit_json(hybrid, "--ctx 64 --memory-budget 1GiB --spec ngram --draft-tokens 8");
+  const nlohmann::json ngram2 =
+      fit_json(hybrid, "--ctx 64 --memory-budget 1GiB --spec ngram --draft-tokens 8 --sequences 2");
+  EXPECT_GT(ngram["speculation_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(ngram2["speculation_bytes"].get<int64_t>(), 2 * ngram["speculation_bytes"].get<int64_t>());
+  EXPECT_EQ(ngram["total_bytes"].get<int64_t>(),
+            plain["total_bytes"].get<int64_t>() + ngram["speculation_bytes"].get<int64_t>());
+  const nlohmann::json draft = fit_json(kModel, "--ctx 64 --memory-budget 1GiB --draft-model " + kModel);
+  EXPECT_GT(draft["speculation_bytes"].get<int64_t>(), draft["weights_bytes"].get<int64_t>())
+      << "the draft's weights, and its cache per sequence";
+  expect_clean_failure("fit --model " + kModel + " --spec ngram --draft-tokens 0", "--draft-tokens");
+}
+
 TEST(Cli, FitReadsOnlyTheHeaders) {
   // A folder whose tensor data is cut off right after the header measures the same.
   const fs::path cut = fs::temp_directory_path() / ("fathom_fit_cut_" + std::to_string(::getpid()));
