@@ -21,6 +21,8 @@
 #include "core/error.h"
 #include "engine/admission.h"
 #include "engine/generator.h"
+#include "engine/run_step.h"
+#include "engine/sequence_run.h"
 #include "io/generation_config.h"
 #include "text/jinja/chat_template.h"
 #include "text/tokenizer/incremental_detokenizer.h"
@@ -73,7 +75,10 @@ class Chat {
     seed_ = options.seed.value_or(std::random_device{}());
   }
 
-  void reset() { turns_.clear(); }
+  void reset() {
+    turns_.clear();
+    held_ = {};
+  }
   void set_system(std::string text) { system_ = std::move(text); }
   const std::string& system() const { return system_; }
 
@@ -99,6 +104,7 @@ class Chat {
     request.sampling = o_.sampling;
     request.sampling.seed = seed_ + answers_++;  // --seed reproduces the whole session
     request.stop_ids = e_.stop_ids;
+    request.capacity = e_.context;
 
     IncrementalDetokenizer detokenizer(e_.tokenizer, /*skip_special_tokens=*/true);
     std::string reply;
@@ -110,8 +116,10 @@ class Chat {
     };
     Interrupts::clear();
     GenerationResult result;
+    int64_t reused = 0;
     try {
-      result = generate(
+      // The last turn's cache: only what the template rendered differently is prefilled again.
+      SequenceRun run(
           e_.model, e_.policy, request,
           [&](const GeneratedToken& token) {
             if (Interrupts::pending()) {
@@ -121,7 +129,12 @@ class Chat {
             show(detokenizer.push(token.id));
             return true;
           },
-          e_.speculation);
+          e_.speculation, &held_);
+      SequenceRun* const runs[] = {&run};
+      while (!run.finished()) run_step(e_.model, runs, kStepTokens);
+      if (!run.error().empty()) fail(run.error());
+      result = run.result();
+      reused = run.reused_tokens();
     } catch (...) {
       turns_.pop_back();  // a failed answer leaves the conversation as it was
       std::fputs("\n", stdout);
@@ -132,7 +145,7 @@ class Chat {
     std::fputs("\n", stdout);
     std::fflush(stdout);
     turns_.push_back({"assistant", reply});
-    note(summary(result, int64_t(prompt.size()), interrupted));
+    note(summary(result, int64_t(prompt.size()), reused, interrupted));
     return !interrupted;
   }
 
@@ -147,7 +160,7 @@ class Chat {
   }
 
   // "42 tokens, 612.3 tok/s · prompt 85 tokens in 0.02 s · context 127/2048 · stopped"
-  std::string summary(const GenerationResult& r, int64_t prompt_tokens, bool interrupted) const {
+  std::string summary(const GenerationResult& r, int64_t prompt_tokens, int64_t reused, bool interrupted) const {
     const int64_t tokens = int64_t(r.ids.size());
     std::string s = std::to_string(tokens) + (tokens == 1 ? " token" : " tokens");
     // The first token comes out of the prefill; decode time covers the rest.
@@ -156,6 +169,7 @@ class Chat {
     s += " · context " + std::to_string(prompt_tokens + tokens) + "/" + std::to_string(e_.context);
     if (e_.speculation.drafter && r.spec.drafted > 0)
       s += " · drafts kept " + std::to_string(r.spec.accepted) + "/" + std::to_string(r.spec.drafted);
+    if (reused > 0) s += " · reused " + std::to_string(reused) + " prompt tokens";
     if (interrupted) s += " · stopped";
     else if (r.finish_reason == "length") s += " · cut at the length limit";
     return s;
@@ -165,6 +179,7 @@ class Chat {
   const ChatOptions& o_;
   std::string system_;
   std::vector<std::pair<std::string, std::string>> turns_;  // (role, content)
+  HeldSequence held_;  // the last answer's sequence, reused by the next turn
   uint64_t seed_ = 0;
   uint64_t answers_ = 0;
 };

@@ -19,6 +19,9 @@ struct GenerationRequest {
   int64_t max_new_tokens = 16;
   SamplingParams sampling;
   std::vector<int64_t> stop_ids;  // generation ends after emitting one of these
+  // Tokens the sequence's state may hold, when more than prompt + max_new_tokens
+  // (a conversation asks for its whole context, so that its next turn can reuse the state).
+  int64_t capacity = 0;
   // Optional: changes each row of logits before sampling (logit bias,
   // presence and frequency penalties); sees the ids generated so far.
   std::function<void(std::span<float> logits, std::span<const int32_t> generated)> adjust_logits;

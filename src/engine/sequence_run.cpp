@@ -18,7 +18,7 @@ SamplingParams draft_params(SamplingParams p) {
 }  // namespace
 
 SequenceRun::SequenceRun(const Model& model, const PrefillPolicy& policy, GenerationRequest request, OnToken on_token,
-                         Speculation speculation)
+                         Speculation speculation, HeldSequence* held)
     : model_(model),
       request_(std::move(request)),
       on_token_(std::move(on_token)),
@@ -26,18 +26,39 @@ SequenceRun::SequenceRun(const Model& model, const PrefillPolicy& policy, Genera
       vocab_(model.config().vocab_size),
       sampler_(request_.sampling),
       draft_sampler_(draft_params(request_.sampling)),
+      held_(held),
       history_(request_.prompt),
       started_(std::chrono::steady_clock::now()) {
   check(request_.max_new_tokens >= 0, "max new tokens must be >= 0, got ", request_.max_new_tokens);
   check(speculation.draft_tokens >= 0, "draft tokens must be >= 0, got ", speculation.draft_tokens);
   validate_token_ids(request_.prompt, vocab_);
   const int64_t prompt = int64_t(request_.prompt.size());
-  const int64_t capacity = prompt + std::max<int64_t>(request_.max_new_tokens, 1);
-  state_ = model_.new_state(capacity);
+  const int64_t capacity = std::max(prompt + std::max<int64_t>(request_.max_new_tokens, 1), request_.capacity);
+  take_held(capacity);
+  if (!state_) state_ = model_.new_state(capacity);
   chunk_ = policy.chunk_size(prompt, capacity);
   if (speculation_.drafter && speculation_.adaptive)
     lengths_.emplace(speculation_.draft_tokens, speculation_.drafter->relative_cost());
   result_.finish_reason = "length";
+}
+
+void SequenceRun::take_held(int64_t capacity) {
+  if (!held_ || !held_->state || !held_->state->valid() || held_->state->capacity < capacity) return;
+  std::unique_ptr<SequenceState> state = std::move(held_->state);
+  const std::vector<int32_t>& tokens = held_->tokens;
+  check(int64_t(tokens.size()) == state->length(), "sequence run: the held state holds ", state->length(),
+        " tokens, not ", tokens.size());
+  // The prompt's last token always runs again: its logits give the first new token.
+  const size_t most = request_.prompt.size() - 1;
+  size_t common = 0;
+  while (common < tokens.size() && common < most && tokens[common] == request_.prompt[common]) ++common;
+  try {
+    state->trim(int64_t(common));
+  } catch (const Error&) {
+    return;  // layers that cannot go back there: a fresh state
+  }
+  state_ = std::move(state);
+  prefilled_ = reused_ = int64_t(common);
 }
 
 SequenceRun::~SequenceRun() {
@@ -148,12 +169,17 @@ void SequenceRun::finish() {
   if (phase_ == Phase::decode)  // from the first token to the last
     result_.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_token_).count();
   phase_ = Phase::finished;
+  if (held_ && state_ && state_->valid() && !state_->in_transaction()) {
+    held_->tokens.assign(history_.begin(), history_.begin() + state_->length());
+    held_->state = std::move(state_);
+  }
   state_.reset();
   if (speculation_.drafter) speculation_.drafter->finish();
 }
 
 void SequenceRun::stop(const std::string& finish_reason, const std::string& error) {
   if (phase_ == Phase::finished) return;
+  if (!error.empty()) held_ = nullptr;  // a failed step may have left the state half-written
   finish();
   result_.finish_reason = finish_reason;
   error_ = error;

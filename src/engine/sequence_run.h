@@ -23,13 +23,26 @@
 
 namespace fathom {
 
+// A sequence's state and the tokens it holds, passed from a finished run to
+// the next one of the same conversation, which then prefills only what
+// differs from them.
+struct HeldSequence {
+  std::unique_ptr<SequenceState> state;
+  std::vector<int32_t> tokens;  // what `state` holds, in order
+};
+
 class SequenceRun {
  public:
   using OnToken = std::function<bool(const GeneratedToken&)>;
   // Checks the request (a bad one throws naming the field); the state is
   // allocated here. `speculation.drafter` is used by this run alone.
+  // `held` (optional): a previous run's sequence. Its state is reused when it
+  // can hold this request: trimmed back to the longest common prefix of its
+  // tokens and the prompt (or started over where layers cannot go back:
+  // recurrent state, dropped window rows), so only the rest is prefilled.
+  // When the run ends without an error, its sequence goes back into *held.
   SequenceRun(const Model& model, const PrefillPolicy& policy, GenerationRequest request, OnToken on_token = {},
-              Speculation speculation = {});
+              Speculation speculation = {}, HeldSequence* held = nullptr);
   ~SequenceRun();
   SequenceRun(const SequenceRun&) = delete;
   SequenceRun& operator=(const SequenceRun&) = delete;
@@ -48,6 +61,8 @@ class SequenceRun {
   void stop(const std::string& finish_reason, const std::string& error = {});
 
   const GenerationResult& result() const { return result_; }
+  // Prompt tokens that came from the held sequence instead of a prefill.
+  int64_t reused_tokens() const { return reused_; }
   const std::string& error() const { return error_; }
   int64_t state_bytes() const { return state_ ? state_->bytes() : 0; }
 
@@ -58,6 +73,7 @@ class SequenceRun {
   void absorb_prefill(const Tensor& logits, int64_t first_row);
   void absorb_verify(const Tensor& logits, int64_t first_row);
   void finish();
+  void take_held(int64_t capacity);
 
   const Model& model_;
   const GenerationRequest request_;
@@ -65,7 +81,8 @@ class SequenceRun {
   const Speculation speculation_;
   const int64_t vocab_;
   std::unique_ptr<SequenceState> state_;
-  int64_t chunk_ = 0, prefilled_ = 0, planned_ = 0;
+  HeldSequence* held_ = nullptr;
+  int64_t chunk_ = 0, prefilled_ = 0, planned_ = 0, reused_ = 0;
   Phase phase_ = Phase::prefill;
   Sampler sampler_, draft_sampler_;
   std::optional<DraftLengthPolicy> lengths_;

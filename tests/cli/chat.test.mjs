@@ -103,8 +103,9 @@ test("Ctrl-C stops the answer being written, not the program", { skip }, async (
   await term.waitFor(PROMPT, start);
   assert.match(speed[4], /stopped/);
   assert.ok(Number(speed[1]) < answerTokens, `stopped after ${speed[1]} tokens`);
-  // The conversation was reset: only this question is in the prompt.
+  // The conversation was reset: only this question is in the prompt, and nothing is reused.
   assert.ok(Number(speed[2]) < 30, `the prompt has ${speed[2]} tokens`);
+  assert.doesNotMatch(speed[4], /reused/);
   assert.equal(term.child.exitCode, null);
 });
 
@@ -134,6 +135,19 @@ test("a line ending in \\ goes on, /system sets the system prompt, Ctrl-C at the
   term.type("/nope\r");
   await term.waitFor(/unknown command \/nope \(\/help lists them\)\n>>> $/, start);
   assert.doesNotMatch(term.screen.slice(start), SPEED, "the dropped line was answered");
+});
+
+test("the next turn prefills only what the last turn's cache lacks", { skip }, async () => {
+  const start = term.mark();
+  term.type("And hack?\r");
+  await term.waitFor(/And hack\?\n\S/, start);
+  term.type(CTRL_C);
+  const speed = await term.waitFor(SPEED, start);
+  await term.waitFor(PROMPT, start);
+  const reused = speed[4].match(/reused (\d+) prompt tokens/);
+  assert.ok(reused, `no reuse in: ${speed[0]}`);
+  // At least the last turn's prompt (over 30 tokens) came from the cache.
+  assert.ok(Number(reused[1]) > 30 && Number(reused[1]) < Number(speed[2]), speed[0]);
 });
 
 test("/exit quits with status 0", { skip }, async () => {

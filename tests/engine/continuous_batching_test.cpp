@@ -171,6 +171,56 @@ TEST(ContinuousBatching, SpeculativeRunsInOneBatch) {
   }
 }
 
+// A conversation's next turn resumes the last run's sequence: only what
+// differs from the held tokens is prefilled, and the output is the output of a
+// fresh run. Layers that cannot go back (recurrent state) start over when the
+// new prompt leaves the held tokens, and keep them when it only extends them.
+TEST(HeldSequence, TheNextTurnPrefillsOnlyWhatChanged) {
+  for (const char* fixture : {"qwen3_untied_4layer", "gemma3_sliding", "qwen3_5_text"}) {
+    auto model = load(fixture, KvScheme::bf16());
+    std::mt19937 rng(std::random_device{}());
+    const int64_t vocab = model->config().vocab_size;
+    const FixedPrefillPolicy policy(8);
+    auto run_once = [&](const GenerationRequest& r, HeldSequence* held, int64_t* reused) {
+      SequenceRun run(*model, policy, r, {}, {}, held);
+      SequenceRun* const runs[] = {&run};
+      while (!run.finished()) run_step(*model, runs, kStepTokens);
+      EXPECT_EQ(run.error(), "");
+      if (reused) *reused = run.reused_tokens();
+      return run.result().ids;
+    };
+    GenerationRequest first;
+    first.prompt = testing::random_ids(20, vocab, rng);
+    first.max_new_tokens = 6;
+    first.sampling.temperature = 0.0f;
+    first.capacity = 64;
+    HeldSequence held;
+    const auto answer = run_once(first, &held, nullptr);
+    ASSERT_TRUE(held.state) << fixture;
+    EXPECT_EQ(int64_t(held.tokens.size()), 20 + 6 - 1) << "the last token was never fed";
+
+    // The next turn: the whole first turn, then new tokens.
+    GenerationRequest next = first;
+    next.prompt.insert(next.prompt.end(), answer.begin(), answer.end());
+    const auto more = testing::random_ids(5, vocab, rng);
+    next.prompt.insert(next.prompt.end(), more.begin(), more.end());
+    int64_t reused = 0;
+    HeldSequence kept = std::move(held);
+    const auto resumed = run_once(next, &kept, &reused);
+    EXPECT_EQ(resumed, run_once(next, nullptr, nullptr)) << fixture;
+    EXPECT_EQ(reused, 25) << fixture << ": every held token";
+
+    // A turn that leaves the held tokens (an edited message): KV layers trim back,
+    // recurrent ones start over; the output is still a fresh run's.
+    GenerationRequest edited = next;
+    edited.prompt[10] = (edited.prompt[10] + 1) % int32_t(vocab);
+    const auto after_edit = run_once(edited, &kept, &reused);
+    EXPECT_EQ(after_edit, run_once(edited, nullptr, nullptr)) << fixture;
+    const bool recurrent = std::string(fixture) == "qwen3_5_text";
+    EXPECT_EQ(reused, recurrent ? 0 : 10) << fixture;
+  }
+}
+
 TEST(ContinuousBatching, AStoppedRunLeavesAndTheOthersGoOn) {
   auto model = load("qwen3_untied_4layer", KvScheme::bf16());
   std::mt19937 rng(std::random_device{}());
