@@ -5,9 +5,10 @@
 // CONCURRENCY. Prints one JSON line per C and round: aggregate output tok/s (all
 // completion tokens over the wall time), p50/p99 time to first token, and p50/p99
 // inter-token latency (each request's (last − first token time) / (tokens − 1)).
-// Usage: node bench/server_concurrency.mjs MODEL_DIR [rounds]   (from the repo root)
+// Usage: node bench/server_concurrency.mjs MODEL_DIR [rounds]   (from the repo root; a model
+// with the Qwen3 vocabulary, whose end-of-sequence ids 151643/151645 are banned)
 //   CONCURRENCY="1 4 16" THREADS=2 FATHOM_BINARY=build/fathom
-import { spawn } from "node:child_process";
+import { startServer } from "./start_server.mjs";
 
 const model = process.argv[2];
 const rounds = Number(process.argv[3] ?? 1);
@@ -16,21 +17,6 @@ const levels = (process.env.CONCURRENCY ?? "1 4 16").split(/\s+/).map(Number);
 const threads = process.env.THREADS ?? "2";
 const quantile = (xs, q) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
 
-function startServer() {
-  const child = spawn(binary, ["serve", "--model", model, "--port", "0", "--threads", threads, "--max-running", "16"],
-    { stdio: ["ignore", "pipe", "pipe"] });
-  let out = "";
-  return new Promise((resolve, reject) => {
-    const onData = (d) => {
-      out += d;
-      const m = out.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
-      if (m) resolve({ url: m[1], stop: () => child.kill("SIGTERM") });
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    child.on("exit", () => reject(new Error("server exited:\n" + out)));
-  });
-}
 
 // The i-th request of the workload: deterministic, so every C and round runs the same mix.
 function request(i) {
@@ -68,7 +54,7 @@ async function streamOne(url, { prompt, max_tokens }) {
   return { ttft: first, itl: tokens > 1 ? (last - first) / (tokens - 1) : 0, tokens };
 }
 
-const server = await startServer();
+const server = await startServer(binary, ["--model", model, "--threads", threads, "--max-running", "16"]);
 try {
   await streamOne(server.url, request(0));  // warm the weights' pages
   for (let round = 1; round <= rounds; ++round)

@@ -3,7 +3,8 @@
 // completion over HTTP, against `fathom bench` on the same model, prompt length and
 // number of generated tokens, alternating the two, ROUNDS times (medians).
 // Usage: node bench/server_overhead.mjs MODEL_DIR [rounds]   (run from the repo root)
-import { spawn, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
+import { startServer } from "./start_server.mjs";
 
 const model = process.argv[2];
 const rounds = Number(process.argv[3] ?? 3);
@@ -11,20 +12,6 @@ const binary = process.env.FATHOM_BINARY ?? "build/fathom";
 const genTokens = 128;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-function startServer() {
-  const child = spawn(binary, ["serve", "--model", model, "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
-  let out = "";
-  return new Promise((resolve, reject) => {
-    const onData = (d) => {
-      out += d;
-      const m = out.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
-      if (m) resolve({ url: m[1], stop: () => child.kill("SIGTERM") });
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    child.on("exit", () => reject(new Error("server exited:\n" + out)));
-  });
-}
 
 async function streamOnce(url) {
   // /v1/completions: no chat template, so nothing is held back as possible reasoning
@@ -69,7 +56,7 @@ async function streamOnce(url) {
   return { ttft_ms: first - t0, decode_tok_s: (n - 1) / ((last - first) / 1000), prompt: usage.prompt_tokens, n };
 }
 
-const server = await startServer();
+const server = await startServer(binary, ["--model", model]);
 const http = [], engine = [];
 try {
   await streamOnce(server.url);  // warm-up: page the weights in
