@@ -12,6 +12,8 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "io/model_config.h"
+#include "kv/kv_scheme.h"
 
 namespace fathom::testing {
 
@@ -58,6 +60,21 @@ inline std::vector<std::string> parity_fixtures() {
     if (fs::exists(e.path() / "config.json")) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// bf16, and the affine kv4 scheme with its delayed start at `quantized_start`
+// and TurboQuant k3v4 where the fixture's head_dim takes them.
+inline std::vector<KvScheme> kv_schemes_for(const std::string& fixture, int64_t quantized_start) {
+  const ModelConfig config = load_model_config((std::filesystem::path(FATHOM_FIXTURES_DIR) / "parity" / fixture).string());
+  std::vector<KvScheme> out = {KvScheme::bf16()};
+  for (const KvScheme& s : {KvScheme::affine_uniform(4, 32, quantized_start), KvScheme::turbo(3, 4, 0)}) {
+    try {
+      s.validate_for(config);
+      out.push_back(s);
+    } catch (const Error&) {
+    }
+  }
+  return out;
 }
 #endif
 

@@ -171,7 +171,6 @@ Command add_generate_command(CLI::App& app) {
     for (size_t i = 0; i < prompts.size(); ++i) {
       GenerationRequest request = base;
       request.prompt = prompts[i];
-      validate_token_ids(request.prompt, model->config().vocab_size);
       outputs.emplace_back(tokenizer, o->stop);
       Speculation speculation = o->speculation.with(nullptr);
       if (drafter) {

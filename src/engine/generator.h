@@ -40,7 +40,6 @@ struct Speculation {
 struct GeneratedToken {
   int32_t id = 0;
   std::span<const float> logits;  // the (adjusted) logits it was sampled from
-  int64_t state_bytes = 0;        // what the sequence's state holds now
 };
 
 struct GenerationResult {

@@ -24,9 +24,9 @@ SequenceRun::SequenceRun(const Model& model, const PrefillPolicy& policy, Genera
       on_token_(std::move(on_token)),
       speculation_(speculation.draft_tokens > 0 ? speculation : Speculation{}),
       vocab_(model.config().vocab_size),
+      held_(held),
       sampler_(request_.sampling),
       draft_sampler_(draft_params(request_.sampling)),
-      held_(held),
       history_(request_.prompt),
       started_(std::chrono::steady_clock::now()) {
   check(request_.max_new_tokens >= 0, "max new tokens must be >= 0, got ", request_.max_new_tokens);
@@ -76,7 +76,7 @@ std::span<const float> SequenceRun::row(const Tensor& logits, int64_t r) {
 bool SequenceRun::emit(int32_t id, std::span<const float> logits) {
   result_.ids.push_back(id);
   history_.push_back(id);
-  const bool keep_going = !on_token_ || on_token_({id, logits, state_->bytes()});
+  const bool keep_going = !on_token_ || on_token_({id, logits});
   const auto& stops = request_.stop_ids;
   if (!keep_going || std::find(stops.begin(), stops.end(), id) != stops.end()) {
     result_.finish_reason = "stop";

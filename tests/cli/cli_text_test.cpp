@@ -106,7 +106,9 @@ TEST(CliText, GeneratePrintsTextAndHonoursStopStrings) {
   // Random weights can emit byte tokens that never form a character; streaming
   // may then place U+FFFD differently from a full decode (valid text is exact).
   const std::string streamed = j["text"];
-  if (streamed.find("\xEF\xBF\xBD") == std::string::npos) EXPECT_EQ(nlohmann::json::parse(dout)["text"], j["text"]);
+  if (streamed.find("\xEF\xBF\xBD") == std::string::npos) {
+    EXPECT_EQ(nlohmann::json::parse(dout)["text"], j["text"]);
+  }
   // A stop string taken from the middle of that text cuts it right before.
   const std::string text = j["text"];
   // An ASCII stop string (so the cut never splits a character) from its middle.

@@ -46,24 +46,11 @@ std::vector<GenerationResult> batched(const Model& model, const PrefillPolicy& p
   return out;
 }
 
-std::vector<KvScheme> schemes_for(const std::string& fixture) {
-  const ModelConfig config = load_model_config((kParityDir / fixture).string());
-  std::vector<KvScheme> out = {KvScheme::bf16()};
-  for (const KvScheme& s : {KvScheme::affine_uniform(4, 32, 20), KvScheme::turbo(3, 4, 0)}) {
-    try {
-      s.validate_for(config);
-      out.push_back(s);
-    } catch (const Error&) {
-    }
-  }
-  return out;
-}
-
 class ContinuousBatching : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ContinuousBatching, EverySequenceGetsItsTokensAlone) {
   std::mt19937 rng(std::random_device{}());
-  for (const KvScheme& scheme : schemes_for(GetParam())) {
+  for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), /*quantized_start=*/20)) {
     auto model = load(GetParam(), scheme);
     const int64_t vocab = model->config().vocab_size;
     // Prompts from 3 to 40 tokens (prefill chunks of 8 beside decode rows),

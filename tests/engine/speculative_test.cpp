@@ -51,26 +51,13 @@ std::unique_ptr<Model> load(const std::string& fixture, const KvScheme& scheme) 
   return load_model((kParityDir / fixture).string(), o);
 }
 
-std::vector<KvScheme> schemes_for(const std::string& fixture, int64_t prompt) {
-  const ModelConfig config = load_model_config((kParityDir / fixture).string());
-  std::vector<KvScheme> out = {KvScheme::bf16()};
-  // The delayed start lands a few tokens into generation, inside drafted spans.
-  for (const KvScheme& s : {KvScheme::affine_uniform(4, 32, prompt + 3), KvScheme::turbo(3, 4, 0)}) {
-    try {
-      s.validate_for(config);
-      out.push_back(s);
-    } catch (const Error&) {
-    }
-  }
-  return out;
-}
-
 class SpeculativeOnFixtures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SpeculativeOnFixtures, GreedyEqualsPlainForEveryDraftLength) {
   std::mt19937 rng(std::random_device{}());
   const int64_t prompt_len = 10, max_new = 24;
-  for (const KvScheme& scheme : schemes_for(GetParam(), prompt_len)) {
+  // The delayed start lands a few tokens into generation, inside drafted spans.
+  for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), prompt_len + 3)) {
     auto model = load(GetParam(), scheme);
     GenerationRequest request;
     request.prompt = random_ids(prompt_len, model->config().vocab_size, rng);
