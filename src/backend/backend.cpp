@@ -90,8 +90,10 @@ void Backend::embedding(const Tensor& table, const std::vector<int32_t>& ids, Te
 void Backend::attention(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) {
   expect_f32(q, "attention", "q");
   check(q.rank() == 3 && q.shape() == out.shape(), "attention: q ", q.shape_string(), " out ", out.shape_string());
-  check(q.dim(2) == kv.head_dim && q.dim(1) % kv.kv_heads == 0, "attention: q ", q.shape_string(),
-        " does not fit ", kv.kv_heads, " kv heads of dim ", kv.head_dim);
+  check(q.dim(2) == kv.head_dim() && q.dim(1) % kv.kv_heads() == 0, "attention: q ", q.shape_string(),
+        " does not fit ", kv.kv_heads(), " kv heads of dim ", kv.head_dim());
+  check(kv.length == 0 || (kv.blocks && kv.format.block_rows > 0), "attention: ", kv.length,
+        " rows but no blocks");
   check(p.first_position >= 0 && p.first_position + q.dim(0) <= kv.end_position(), "attention: queries at [",
         p.first_position, ", ", p.first_position + q.dim(0), ") but the cache holds positions [", kv.first_position,
         ", ", kv.end_position(), ")");
@@ -100,8 +102,8 @@ void Backend::attention(const Tensor& q, const KvView& kv, const AttentionParams
   check(kv.first_position == 0 || (p.window && p.first_position - *p.window + 1 >= kv.first_position),
         "attention: the cache dropped positions below ", kv.first_position, " that the query at ", p.first_position,
         " still needs");
-  check(kv.reader || kv.dtype == DType::f32 || kv.dtype == DType::bf16, "attention: KV dtype ", dtype_name(kv.dtype),
-        " is not supported");
+  check(kv.format.codec != KvFormat::Codec::plain || kv.format.dtype == DType::f32 || kv.format.dtype == DType::bf16,
+        "attention: KV dtype ", dtype_name(kv.format.dtype), " is not supported");
   attention_impl(q, kv, p, out);
 }
 

@@ -8,36 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/kv_view.h"
 #include "core/tensor.h"
 
 namespace fathom {
-
-// A quantized cache lends attention a reader that widens rows on demand, a
-// block at a time, so no full-precision copy of the cache is ever made.
-struct KvRowReader {
-  const void* ctx = nullptr;
-  // dst [count, head_dim] ← rows [first, first + count) of kv head `head` of K
-  // (values = false) or V (values = true).
-  void (*read)(const void* ctx, bool values, int64_t head, int64_t first, int64_t count, float* dst) = nullptr;
-};
-
-// One layer's cached keys and values as attention reads them:
-// k and v are [kv_heads, capacity, head_dim] (head_stride = capacity * head_dim
-// elements), rows [0, length) are valid and row j holds position
-// first_position + j (a sliding-window cache has dropped the older ones).
-// With a reader, k/v/dtype are unused and rows come from the reader.
-struct KvView {
-  const KvRowReader* reader = nullptr;
-  const void* k = nullptr;
-  const void* v = nullptr;
-  DType dtype = DType::f32;  // f32 or bf16
-  int64_t kv_heads = 0;
-  int64_t head_dim = 0;
-  int64_t length = 0;  // rows
-  int64_t head_stride = 0;
-  int64_t first_position = 0;
-  int64_t end_position() const { return first_position + length; }
-};
 
 struct AttentionParams {
   float scale = 1.0f;
@@ -77,7 +51,7 @@ class Backend {
   void add_inplace(Tensor& x, const Tensor& y);
   // out[i] = table[ids[i]] widened to f32; table [vocab, D] f32/bf16/f16.
   void embedding(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out);
-  // Causal attention of q [T, heads, head_dim] over a KV view; out like q.
+  // Causal attention of q [T, heads, head_dim] over a layer's blocks; out like q.
   void attention(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out);
 
  protected:

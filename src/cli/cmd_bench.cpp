@@ -1,6 +1,8 @@
 // fathom bench --model DIR --prompt-tokens 512 --gen-tokens 128 [--threads N]
 // Prefill and decode are timed separately; with --repeat the medians are reported.
 // --batch B: B sequences prefilled, then decoding together in one step each token.
+// --synthetic-context: the prompt's keys and values are random rows written
+// straight into the cache (no prefill), to time decode deep into a context.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +28,24 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// Writes `tokens` random key and value rows into every KV layer of the state,
+// in steps a sequence may take (sliding layers reuse blocks as they go).
+void fill_synthetic(const ModelConfig& c, SequenceState& state, int64_t tokens, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t step = std::min<int64_t>(state.max_step, 256);
+  for (int64_t done = 0; done < tokens; done += step) {
+    const int64_t n = std::min(step, tokens - done);
+    for (size_t i = 0; i < state.kv.size(); ++i) {
+      if (!state.kv[i]) continue;
+      Tensor k = Tensor::empty({n, c.kv_heads_of(int64_t(i)), c.head_dim_of(int64_t(i))}, DType::f32);
+      Tensor v = Tensor::empty(k.shape(), DType::f32);
+      for (int64_t j = 0; j < k.numel(); ++j) k.data<float>()[j] = normal(rng), v.data<float>()[j] = normal(rng);
+      state.kv[i]->append(k, v);
+    }
+    state.end_step(n);
+  }
+}
+
 }  // namespace
 
 Command add_bench_command(CLI::App& app) {
@@ -36,6 +56,7 @@ Command add_bench_command(CLI::App& app) {
     int repeat = 1;
     int64_t batch = 1;
     std::string prompt_file;
+    bool synthetic_context = false;
     SpeculationOptions speculation;
   };
   auto o = std::make_shared<Options>();
@@ -49,6 +70,9 @@ Command add_bench_command(CLI::App& app) {
   app.add_option("--prompt-file", o->prompt_file,
                  "take the prompt from this text (the model's tokenizer; its first --prompt-tokens tokens) "
                  "instead of random ids");
+  app.add_flag("--synthetic-context", o->synthetic_context,
+               "write --prompt-tokens random key/value rows into the cache instead of prefilling (decode at depth; "
+               "prefill_tok_s is then 0)");
   o->speculation.add_to(app);
   return [o] {
     if (o->model.maybe_describe_kv()) return 0;
@@ -56,6 +80,7 @@ Command add_bench_command(CLI::App& app) {
     check(o->gen_tokens > 0, "--gen-tokens must be positive, got ", o->gen_tokens);
     check(o->repeat > 0, "--repeat must be positive, got ", o->repeat);
     check(o->batch >= 1 && o->batch <= 256, "--batch must be in 1..256, got ", o->batch);
+    check(!o->synthetic_context || !o->speculation.enabled(), "--synthetic-context cannot be used with speculation");
     MemoryContract contract = o->model.memory_contract();
     o->speculation.add_to_contract(contract, o->model);
     const auto policy = o->model.prefill_policy(contract);
@@ -88,6 +113,11 @@ Command add_bench_command(CLI::App& app) {
         std::vector<int32_t> ids = prompt;
         for (auto& id : ids) id = int32_t((int64_t(id) + int64_t(b)) % config.vocab_size);
         states.push_back(model->new_state(o->prompt_tokens + o->gen_tokens));
+        if (o->synthetic_context) {
+          fill_synthetic(config, *states.back(), o->prompt_tokens, rng);
+          next[b] = ids.back();
+          continue;
+        }
         const Tensor logits = prefill(*model, *states.back(), ids, *policy, false);
         next[b] = argmax({logits.data<float>(), size_t(config.vocab_size)});
       }
@@ -102,7 +132,9 @@ Command add_bench_command(CLI::App& app) {
       const auto t2 = clock::now();
       kv_bytes = 0;
       for (const auto& state : states) kv_bytes += state->bytes();
-      prefill_tps.push_back(double(o->prompt_tokens * o->batch) / std::chrono::duration<double>(t1 - t0).count());
+      prefill_tps.push_back(o->synthetic_context ? 0.0
+                                                 : double(o->prompt_tokens * o->batch) /
+                                                       std::chrono::duration<double>(t1 - t0).count());
       decode_tps.push_back(double(o->gen_tokens * o->batch) / std::chrono::duration<double>(t2 - t1).count());
     }
     // With speculation: the same greedy generation with and without drafts.

@@ -100,16 +100,19 @@ int64_t MemoryContract::kv_bytes(int64_t tokens, int64_t chunk) const {
   const int64_t step = effective_chunk(chunk);
   const int64_t boundary = chunk % step == 0 ? (start + step - 1) / step * step : start + step - 1;
   const int64_t n = std::min(tokens, boundary);
-  int64_t largest_layer = 0, widest_row = 0;
+  const DType plain_dtype = plain == 4 ? DType::f32 : DType::bf16;
+  const int64_t block_bytes = kv_block_bytes(c, plain_dtype);
+  int64_t largest_layer = 0, widest_buffer = 0;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     if (!c.owns_kv(i)) continue;
     const LayerCodec codec = scheme.codec_for_layer(c, i);
     if (codec.kind == LayerCodec::Kind::plain) continue;
-    const int64_t rows = kv_layer_rows(c, i, n, in_.sliding_step);
-    largest_layer = std::max(largest_layer, c.kv_heads_of(i) * rows * codec.bytes_per_head_token(c.head_dim_of(i)));
-    widest_row = std::max(widest_row, rows * c.head_dim_of(i) * 4);
+    const KvFormat f = codec.format(c.kv_heads_of(i), c.head_dim_of(i), plain_dtype, block_bytes);
+    const int64_t blocks = kv_blocks_at(n, f.block_rows, kv_max_blocks(f.block_rows, n, c.window_of(i), in_.sliding_step));
+    largest_layer = std::max(largest_layer, blocks * block_bytes);
+    widest_buffer = std::max(widest_buffer, 2 * std::min(n, kKvConvertRows) * c.kv_heads_of(i) * c.head_dim_of(i) * 4);
   }
-  const int64_t converting = KvScheme::bf16().bytes_at(c, n, plain, in_.sliding_step) + largest_layer + widest_row;
+  const int64_t converting = KvScheme::bf16().bytes_at(c, n, plain, in_.sliding_step) + largest_layer + widest_buffer;
   return std::max(final_bytes, converting);
 }
 
@@ -124,7 +127,12 @@ int64_t MemoryContract::transient_bytes(int64_t chunk, int64_t context) const {
   check(chunk > 0 && context >= 0, "memory contract: transient bytes of a chunk of ", chunk, " at context ", context);
   const ModelConfig& c = in_.config;
   const int64_t t = effective_chunk(chunk);
-  int64_t max_q = 0, max_kv = 0, max_hd = 0, max_group = 1, attention_reader = 0;
+  int64_t max_q = 0, max_kv = 0, max_hd = 0, max_group = 1, coded = 0;
+  // The most rows a block of any layer's format holds: attention takes the
+  // scores of a block of plain rows at once.
+  int64_t block_rows = 0;
+  const DType plain = in_.dtype == ComputeDType::f32 ? DType::f32 : DType::bf16;
+  const int64_t block_bytes = kv_block_bytes(c, plain);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     if (c.layer_types[i] == LayerKind::linear_attention) continue;
     const int64_t hd = c.head_dim_of(i), kvh = c.kv_heads_of(i);
@@ -132,7 +140,8 @@ int64_t MemoryContract::transient_bytes(int64_t chunk, int64_t context) const {
     max_kv = std::max(max_kv, kvh * hd);
     max_hd = std::max(max_hd, hd);
     max_group = std::max(max_group, c.num_heads / std::max<int64_t>(kvh, 1));
-    if (in_.kv_scheme.codec_for_layer(c, c.kv_source_of(i)).kind != LayerCodec::Kind::plain) attention_reader = 1;
+    if (in_.kv_scheme.codec_for_layer(c, c.kv_source_of(i)).kind != LayerCodec::Kind::plain) coded = 1;
+    block_rows = std::max(block_rows, LayerCodec{}.format(kvh, hd, plain, block_bytes).block_rows);
   }
   const int64_t intermediate = c.intermediate_size * (c.use_double_wide_mlp ? 2 : 1);
 
@@ -141,7 +150,7 @@ int64_t MemoryContract::transient_bytes(int64_t chunk, int64_t context) const {
   int64_t per_token = 4 * c.hidden_size;                  // residual, normed input, sublayer outputs
   per_token += 2 * max_q + 2 * max_kv;                     // q, attention output, k, v
   if (c.attn_output_gate) per_token += 3 * max_q;          // q with its gate, and the gate
-  if (attention_reader && in_.kv_scheme.kind() == KvScheme::Kind::turbo) per_token += max_q;  // rotated q
+  if (coded && in_.kv_scheme.kind() == KvScheme::Kind::turbo) per_token += max_q;  // rotated q
   per_token += 4 * std::max<int64_t>(max_hd, 1);           // RoPE cos and sin, global and local
   per_token += 2 * intermediate;                           // dense MLP gate and up
   if (c.num_experts > 0) {
@@ -172,12 +181,12 @@ int64_t MemoryContract::transient_bytes(int64_t chunk, int64_t context) const {
   bytes += 4 * c.vocab_size * 4 + c.hidden_size * 4;
 
   // Each thread's attention tile: gathered queries, results and scores over
-  // the whole visible context (CPU backend, attention_scratch_floats).
+  // the whole visible context and a block's partial product (CPU backend,
+  // attention_scratch_floats).
   const int64_t tile_rows = std::max<int64_t>(1, 16 / max_group);
   const int64_t nq = std::min(t, tile_rows) * max_group;
   const int64_t keys = context;
-  int64_t tile = 2 * nq * max_hd + nq * keys;
-  if (attention_reader) tile += 64 * max_hd + nq * std::max<int64_t>(64, max_hd);
+  const int64_t tile = 2 * nq * max_hd + nq * keys + nq * std::max(block_rows, max_hd);
   bytes += in_.threads * tile * 4;
   if (c.linear_attention) {
     // Each thread's chunked delta-rule workspace (chunks of 64 tokens).

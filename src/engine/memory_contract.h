@@ -12,7 +12,7 @@
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "kv/kv_scheme.h"
-#include "kv/rotating_kv_layer.h"
+#include "kv/kv_layout.h"
 #include "model/weights.h"
 
 namespace fathom {

@@ -83,6 +83,11 @@ struct ModelConfig {
   int64_t head_dim_of(int64_t layer) const { return layer_head_dim.empty() ? head_dim : layer_head_dim[size_t(layer)]; }
   int64_t kv_heads_of(int64_t layer) const { return layer_kv_heads.empty() ? num_kv_heads : layer_kv_heads[size_t(layer)]; }
   int64_t kv_source_of(int64_t layer) const { return kv_source_layer.empty() ? layer : kv_source_layer[size_t(layer)]; }
+  // The attention window of a sliding_attention layer; none for the others.
+  std::optional<int64_t> window_of(int64_t layer) const {
+    if (layer_types[size_t(layer)] != LayerKind::sliding_attention) return std::nullopt;
+    return sliding_window;
+  }
   bool owns_kv(int64_t layer) const {
     return layer_types[size_t(layer)] != LayerKind::linear_attention && kv_source_of(layer) == layer;
   }

@@ -1,92 +1,86 @@
+// Building a layer from its spec, and the delayed quantization start: a layer
+// keeps plain rows until it holds `start` tokens, then converts them all to
+// its codec at the end of the step that reaches the start.
 #include "kv/kv_layer.h"
 
-#include <cstring>
+#include <algorithm>
+#include <vector>
 
 #include "core/error.h"
+#include "kv/kv_layout.h"
+#include "kv/paged_kv_layer.h"
 
 namespace fathom {
+namespace {
 
-PlainKvLayer::PlainKvLayer(int64_t kv_heads, int64_t head_dim, int64_t capacity, DType dtype)
-    : kv_heads_(kv_heads), head_dim_(head_dim), capacity_(capacity), dtype_(dtype) {
-  check(dtype == DType::f32 || dtype == DType::bf16, "kv cache: storage dtype ", dtype_name(dtype),
-        " is not supported (f32, bf16)");
-  check(capacity > 0, "kv cache: capacity must be positive, got ", capacity);
-  // Reserved, not allocated: pages are committed as rows are appended.
-  k_ = Tensor::reserve({kv_heads, capacity, head_dim}, dtype);
-  v_ = Tensor::reserve({kv_heads, capacity, head_dim}, dtype);
+std::unique_ptr<PagedKvLayer> make_paged(const std::shared_ptr<KvBlockPool>& pool, const KvLayerSpec& spec,
+                                         const KvFormat& format) {
+  return std::make_unique<PagedKvLayer>(pool, format, spec.capacity, spec.window, spec.step, spec.rotation_seed);
 }
 
-void PlainKvLayer::append(const Tensor& k, const Tensor& v) {
-  const int64_t count = k.dim(0);
-  check(k.dtype() == DType::f32 && k.shape() == v.shape() && k.numel() == count * kv_heads_ * head_dim_,
-        "kv append: k ", k.shape_string(), " v ", v.shape_string(), " do not fit ", kv_heads_, " heads of ",
-        head_dim_);
-  check(rows_ + count <= capacity_, "kv append: ", rows_, " + ", count, " rows exceed the capacity of ", capacity_);
-  for (int64_t t = 0; t < count; ++t)
-    for (int64_t h = 0; h < kv_heads_; ++h) {
-      const int64_t src = (t * kv_heads_ + h) * head_dim_;
-      const int64_t dst = (h * capacity_ + rows_ + t) * head_dim_;
-      store(k.data<float>() + src, k_, dst);
-      store(v.data<float>() + src, v_, dst);
+class DelayedCodecKvLayer final : public KvLayer {
+ public:
+  DelayedCodecKvLayer(std::shared_ptr<KvBlockPool> pool, const KvLayerSpec& spec)
+      : pool_(std::move(pool)), spec_(spec), plain_(make_paged(pool_, spec, spec.plain)) {}
+
+  int64_t length() const override { return layer().length(); }
+  int64_t first_position() const override { return layer().first_position(); }
+  int64_t capacity() const override { return spec_.capacity; }
+  void append(const Tensor& k, const Tensor& v) override { layer().append(k, v); }
+  void attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const override {
+    layer().attend(backend, q, p, out);
+  }
+  void trim(int64_t new_length) override { layer().trim(new_length); }
+  int64_t bytes() const override { return layer().bytes(); }
+  KvView view() const override { return layer().view(); }
+  int64_t conversion_at() const override { return plain_ ? std::max<int64_t>(spec_.start, 1) : INT64_MAX; }
+  std::unique_ptr<KvLayer> fork(int64_t capacity) const override {
+    KvLayerSpec spec = spec_;
+    spec.capacity = capacity;
+    auto copy = std::make_unique<DelayedCodecKvLayer>(pool_, spec);
+    if (plain_) {
+      copy->plain_ = plain_->fork_paged(capacity);
+    } else {
+      copy->plain_.reset();
+      copy->coded_ = coded_->fork_paged(capacity);
     }
-  rows_ += count;
-}
-
-KvView PlainKvLayer::view() const {
-  KvView view;
-  view.k = k_.raw();
-  view.v = v_.raw();
-  view.dtype = dtype_;
-  view.kv_heads = kv_heads_;
-  view.head_dim = head_dim_;
-  view.length = rows_;
-  view.head_stride = capacity_ * head_dim_;
-  view.first_position = first_;
-  return view;
-}
-
-void PlainKvLayer::attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const {
-  backend.attention(q, view(), p, out);
-}
-
-void PlainKvLayer::trim(int64_t new_length) {
-  if (new_length == 0) {
-    first_ = rows_ = 0;
-    return;
+    return copy;
   }
-  check(new_length >= first_ && new_length <= length(), "kv trim: new length ", new_length, " outside [", first_,
-        ", ", length(), "] (older positions were dropped)");
-  rows_ = new_length - first_;
-}
 
-void shift_rows_to_front(Tensor& t, int64_t heads, int64_t capacity, int64_t rows, int64_t count) {
-  const size_t row_bytes = t.nbytes() / size_t(heads * capacity);
-  for (int64_t h = 0; h < heads; ++h) {
-    char* base = static_cast<char*>(t.raw()) + size_t(h * capacity) * row_bytes;
-    std::memmove(base, base + size_t(count) * row_bytes, size_t(rows - count) * row_bytes);
+  void end_step() override {
+    if (!plain_ || plain_->length() < spec_.start || plain_->length() == 0) return;
+    coded_ = make_paged(pool_, spec_, *spec_.coded);
+    // A sliding layer converts only the rows its window can still reach.
+    int64_t from = plain_->first_position();
+    if (spec_.window) from = std::max(from, plain_->length() - (*spec_.window - 1));
+    coded_->start_at(from);
+    const int64_t first_row = from - plain_->first_position(), rows = plain_->length() - from;
+    const KvFormat& f = spec_.plain;
+    const int64_t n = std::max<int64_t>(1, std::min(rows, kKvConvertRows));
+    Tensor k = Tensor::empty({n, f.kv_heads, f.head_dim}, DType::f32), v = Tensor::empty(k.shape(), DType::f32);
+    for (int64_t r = 0; r < rows; r += n) {
+      const int64_t count = std::min(n, rows - r);
+      plain_->read_plain_rows(first_row + r, count, k.data<float>(), v.data<float>());
+      coded_->append(k.slice_rows(0, count), v.slice_rows(0, count));
+    }
+    plain_.reset();
   }
-}
 
-void PlainKvLayer::drop_front(int64_t count) {
-  check(count >= 0 && count <= rows_, "kv drop: ", count, " of ", rows_, " rows");
-  if (count == 0) return;
-  shift_rows_to_front(k_, kv_heads_, capacity_, rows_, count);
-  shift_rows_to_front(v_, kv_heads_, capacity_, rows_, count);
-  first_ += count;
-  rows_ -= count;
-}
+ private:
+  PagedKvLayer& layer() const { return plain_ ? *plain_ : *coded_; }
 
-void PlainKvLayer::store(const float* src, Tensor& dst, int64_t offset) {
-  if (dtype_ == DType::f32) {
-    std::memcpy(dst.data<float>() + offset, src, size_t(head_dim_) * 4);
-  } else {
-    bf16_t* d = dst.data<bf16_t>() + offset;
-    for (int64_t i = 0; i < head_dim_; ++i) d[i] = f32_to_bf16(src[i]);
-  }
-}
+  std::shared_ptr<KvBlockPool> pool_;
+  KvLayerSpec spec_;
+  std::unique_ptr<PagedKvLayer> plain_, coded_;
+};
 
-std::unique_ptr<KvLayer> make_plain_kv_layer(int64_t kv_heads, int64_t head_dim, int64_t capacity, DType dtype) {
-  return std::make_unique<PlainKvLayer>(kv_heads, head_dim, capacity, dtype);
+}  // namespace
+
+std::unique_ptr<KvLayer> make_kv_layer(std::shared_ptr<KvBlockPool> pool, const KvLayerSpec& spec) {
+  check(spec.capacity > 0, "kv layer: capacity must be positive, got ", spec.capacity);
+  check(!spec.window || *spec.window > 0, "kv layer: window must be positive, got ", spec.window.value_or(0));
+  if (spec.coded && spec.start > 0) return std::make_unique<DelayedCodecKvLayer>(std::move(pool), spec);
+  return make_paged(pool, spec, spec.coded ? *spec.coded : spec.plain);
 }
 
 }  // namespace fathom

@@ -1,5 +1,4 @@
 #include "kv/kv_scheme.h"
-#include "kv/rotating_kv_layer.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -50,6 +49,27 @@ int64_t LayerCodec::bytes_per_head_token(int64_t head_dim, int64_t plain_bytes) 
       return packed_code_words(head_dim, k_bits) * 4 + 4 + packed_code_words(head_dim, v_bits) * 4 + 4;
   }
   return 0;
+}
+
+KvFormat LayerCodec::format(int64_t kv_heads, int64_t head_dim, DType plain_dtype, int64_t block_bytes) const {
+  KvFormat f;
+  f.kv_heads = kv_heads;
+  f.head_dim = head_dim;
+  f.dtype = plain_dtype;
+  switch (kind) {
+    case Kind::plain: break;
+    case Kind::affine:
+      f.codec = KvFormat::Codec::affine;
+      f.k_bits = f.v_bits = bits;
+      f.group_size = group_size;
+      break;
+    case Kind::turbo:
+      f.codec = KvFormat::Codec::codebook;
+      f.k_bits = k_bits;
+      f.v_bits = v_bits;
+      break;
+  }
+  return f.fitted_to(block_bytes);
 }
 
 KvScheme KvScheme::bf16() { return KvScheme(); }
@@ -277,10 +297,11 @@ int64_t KvScheme::bytes_at(const ModelConfig& config, int64_t tokens, int64_t pl
     }
     if (!config.owns_kv(i) || tokens == 0) continue;
     const LayerCodec codec = quantized ? codec_for_layer(config, i) : LayerCodec{};
-    // A sliding layer's storage stops growing at its window (plus one step).
-    const int64_t rows = kv_layer_rows(config, i, tokens, sliding_step);
-    total += config.kv_heads_of(i) * rows *
-             codec.bytes_per_head_token(config.head_dim_of(i), plain_bytes);
+    const DType plain = plain_bytes == 4 ? DType::f32 : DType::bf16;
+    const int64_t block_bytes = kv_block_bytes(config, plain);
+    const KvFormat f = codec.format(config.kv_heads_of(i), config.head_dim_of(i), plain, block_bytes);
+    const int64_t max_blocks = kv_max_blocks(f.block_rows, tokens, config.window_of(i), sliding_step);
+    total += kv_blocks_at(tokens, f.block_rows, max_blocks) * block_bytes;
   }
   return total;
 }

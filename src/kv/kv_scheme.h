@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "io/model_config.h"
-#include "kv/rotating_kv_layer.h"
+#include "backend/kv_view.h"
+#include "kv/kv_layout.h"
 
 namespace fathom {
 
@@ -27,6 +28,9 @@ struct LayerCodec {
   // Bytes one token of one kv head takes in K plus V; plain storage uses
   // elements of plain_bytes (2 for bf16, 4 for f32 compute).
   int64_t bytes_per_head_token(int64_t head_dim, int64_t plain_bytes = 2) const;
+  // How a layer with this codec lays its rows out in blocks of `block_bytes`
+  // (plain: rows of plain_dtype).
+  KvFormat format(int64_t kv_heads, int64_t head_dim, DType plain_dtype, int64_t block_bytes) const;
   bool operator==(const LayerCodec&) const = default;
 };
 
@@ -69,10 +73,11 @@ class KvScheme {
   void validate_for(const ModelConfig& config) const;
   // {"cache_key", "mode", "codecs": {label: layers}, "attention_layers": {"global", "sliding", "kv_shared"}, "recurrent_layers", ...}
   nlohmann::json describe(const ModelConfig& config) const;
-  // Exact bytes of the state of one sequence holding `tokens` tokens: bf16
-  // below the start, each layer's codec from then on; sliding layers stop
-  // growing at window - 1 + sliding_step rows, KV-shared layers own
-  // nothing, and each linear-attention layer adds its fixed f32 state.
+  // Bytes of the state of one sequence holding `tokens` tokens: each
+  // attention layer's blocks (kv_blocks_at) of the plain format below the
+  // start and of its codec from then on, KV-shared layers own nothing, and
+  // each linear-attention layer adds its fixed f32 state. Exact, except that
+  // a sliding layer converted at a delayed start may hold a block less.
   int64_t bytes_at(const ModelConfig& config, int64_t tokens, int64_t plain_bytes = 2,
                    int64_t sliding_step = kSlidingStepTokens) const;
 

@@ -13,6 +13,15 @@ RecurrentState::RecurrentState(int64_t conv_dim, int64_t conv_kernel, int64_t va
   reset();
 }
 
+std::unique_ptr<RecurrentState> RecurrentState::clone() const {
+  check(!in_step(), "recurrent state: cannot copy during a speculative step");
+  auto copy = std::make_unique<RecurrentState>(conv.dim(0), conv.dim(1) + 1, matrix.dim(0), matrix.dim(1), matrix.dim(2));
+  std::copy_n(conv.data<float>(), conv.numel(), copy->conv.data<float>());
+  std::copy_n(matrix.data<float>(), matrix.numel(), copy->matrix.data<float>());
+  copy->length = length;
+  return copy;
+}
+
 int64_t RecurrentState::bytes() const {
   int64_t total = int64_t(conv.nbytes() + matrix.nbytes());
   if (in_step())

@@ -12,6 +12,7 @@
 // is copied per position). resolve then sets the state to the one after the
 // accepted prefix with nothing run again.
 #include <cstdint>
+#include <memory>
 
 #include "core/tensor.h"
 
@@ -30,6 +31,8 @@ struct RecurrentState {
   int64_t bytes() const;
   // Back to the empty sequence (zeros); an open step is dropped.
   void reset();
+  // An independent copy (no step may be open).
+  std::unique_ptr<RecurrentState> clone() const;
 
   // --- A speculative step of `rows` positions ---
   // Opens the step at the current length; allocates what a rollback needs.

@@ -29,6 +29,18 @@ void SequenceState::trim(int64_t new_length) {
   length_ = new_length;
 }
 
+std::unique_ptr<SequenceState> SequenceState::fork(int64_t new_capacity) const {
+  check(valid_ && !open_, "fork: the sequence is invalid or inside a speculative step");
+  check(new_capacity >= length_, "fork: capacity ", new_capacity, " below the ", length_, " tokens held");
+  auto copy = std::make_unique<SequenceState>();
+  copy->capacity = new_capacity;
+  copy->max_step = max_step;
+  copy->length_ = length_;
+  for (const auto& layer : kv) copy->kv.push_back(layer ? layer->fork(new_capacity) : nullptr);
+  for (const auto& r : recurrent) copy->recurrent.push_back(r ? r->clone() : nullptr);
+  return copy;
+}
+
 void SequenceState::end_step(int64_t tokens) {
   check(valid_, "forward: the sequence was invalidated by a failed speculative step");
   check(tokens > 0 && length_ + tokens <= capacity, "end_step: ", length_, " + ", tokens,

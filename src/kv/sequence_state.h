@@ -29,6 +29,10 @@ struct SequenceState {
   // Forgets positions >= new_length. Recurrent layers cannot go back, so with
   // them only new_length == length() (nothing to do) or 0 (reset) is allowed.
   void trim(int64_t new_length);
+  // The same sequence for `capacity` tokens: KV layers share their blocks
+  // (copied when either side writes into one), recurrent states are copied.
+  // Not during a speculative step.
+  std::unique_ptr<SequenceState> fork(int64_t capacity) const;
   // After every chunk or decode step of `tokens` tokens: advances the length
   // and lets layers with a delayed start convert (not inside a transaction:
   // only committed rows convert, at resolve).

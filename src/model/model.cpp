@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "kv/rotating_kv_layer.h"
 #include "model/model.h"
 
 namespace fathom {
@@ -81,6 +80,11 @@ int64_t Model::kv_bytes_at(int64_t tokens) const {
   return kv_scheme_.bytes_at(config(), tokens, int64_t(dtype_size(plain_kv_dtype())), sliding_step_);
 }
 
+KvBlockPool& Model::kv_pool() const {
+  std::call_once(pool_once_, [&] { pool_ = std::make_shared<KvBlockPool>(kv_block_bytes(config(), plain_kv_dtype())); });
+  return *pool_;
+}
+
 std::unique_ptr<SequenceState> Model::make_state(const ModelConfig& config, int64_t capacity) const {
   check(capacity > 0, "new sequence: capacity must be positive, got ", capacity);
   auto state = std::make_unique<SequenceState>();
@@ -98,18 +102,18 @@ std::unique_ptr<SequenceState> Model::make_state(const ModelConfig& config, int6
     }
     if (!config.owns_kv(i)) continue;  // reads an earlier layer's cache
     const int64_t kv_heads = config.kv_heads_of(i), head_dim = config.head_dim_of(i);
-    const int64_t rows = kv_layer_rows(config, i, capacity, sliding_step_);
+    const int64_t block_bytes = kv_pool().block_bytes();
     const LayerCodec codec = kv_scheme_.codec_for_layer(config, i);
-    std::unique_ptr<KvLayer> layer =
-        codec.kind == LayerCodec::Kind::plain
-            ? make_plain_kv_layer(kv_heads, head_dim, rows, plain_kv_dtype())
-            : make_codec_kv_layer(kv_heads, head_dim, rows, codec, kv_scheme_.quantized_kv_start(), plain_kv_dtype(),
-                                  0x7e4b0u + uint64_t(i));
-    if (kind == LayerKind::sliding_attention) {
-      layer = make_rotating_kv_layer(std::move(layer), *config.sliding_window, capacity);
-      state->max_step = sliding_step_;
-    }
-    state->kv[size_t(i)] = std::move(layer);
+    KvLayerSpec spec;
+    spec.plain = LayerCodec{}.format(kv_heads, head_dim, plain_kv_dtype(), block_bytes);
+    if (codec.kind != LayerCodec::Kind::plain) spec.coded = codec.format(kv_heads, head_dim, plain_kv_dtype(), block_bytes);
+    spec.start = kv_scheme_.quantized_kv_start();
+    spec.capacity = capacity;
+    spec.window = config.window_of(i);
+    spec.step = sliding_step_;
+    spec.rotation_seed = 0x7e4b0u + uint64_t(i);
+    if (spec.window) state->max_step = sliding_step_;
+    state->kv[size_t(i)] = make_kv_layer(pool_, spec);
   }
   return state;
 }

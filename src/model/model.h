@@ -3,17 +3,19 @@
 // sequence owns its state (one KV layer per attention layer).
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "io/model_config.h"
+#include "kv/block_pool.h"
 #include "kv/kv_layer.h"
+#include "kv/kv_layout.h"
 #include "kv/kv_scheme.h"
 #include "kv/recurrent_state.h"
 #include "kv/sequence_state.h"
-#include "kv/rotating_kv_layer.h"
 #include "model/step.h"
 #include "model/weights.h"
 
@@ -22,8 +24,8 @@ namespace fathom {
 struct LoadOptions {
   ComputeDType dtype = ComputeDType::f32;
   KvScheme kv_scheme = KvScheme::bf16();
-  // Longest step sliding-window layers take at once (their storage is
-  // window - 1 + this); tests shrink it to exercise dropping old rows.
+  // Longest step sliding-window layers take at once (they keep window - 1 +
+  // this rows); tests shrink it to exercise reusing old blocks.
   int64_t sliding_step = kSlidingStepTokens;
   // mapped: weights are views of the mmapped files (no copy). ram: one private
   // copy on 2 MiB pages, faster to stream at decode, costs the load-time copy
@@ -53,6 +55,8 @@ class Model {
   // Bytes of weights in memory (mapped plus converted).
   virtual int64_t weight_bytes() const = 0;
   virtual std::string backend_name() const = 0;
+  // The pool every sequence of this model takes its KV blocks from.
+  KvBlockPool& kv_pool() const;
 
  protected:
   explicit Model(const LoadOptions& options);
@@ -61,7 +65,7 @@ class Model {
   // state's step afterwards.
   virtual Tensor forward_step(const StepLayout& layout) const = 0;
   // Per layer as the config says: a KV layer for each attention layer that
-  // owns its cache (sliding ones rotate), coded as the scheme says, plain
+  // owns its cache (sliding ones reuse their oldest block), coded as the scheme says, plain
   // storage in the compute dtype (f32 keeps f32 compute exact); a recurrent
   // state for each linear-attention layer.
   std::unique_ptr<SequenceState> make_state(const ModelConfig& config, int64_t capacity) const;
@@ -70,6 +74,8 @@ class Model {
  private:
   KvScheme kv_scheme_;
   int64_t sliding_step_;
+  mutable std::once_flag pool_once_;
+  mutable std::shared_ptr<KvBlockPool> pool_;
 };
 
 // Loads a Hugging Face model folder; the architecture comes from config.json's

@@ -109,6 +109,10 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
     memory.resident = resident_bytes();
     memory.tensors = allocated_bytes(Device::cpu);
     memory.reserved = reserved_bytes(Device::cpu);
+    const KvBlockPool& pool = ctx.model.kv_pool();
+    memory.kv_block_bytes = pool.block_bytes();
+    memory.kv_blocks_used = pool.used_blocks();
+    memory.kv_blocks_free = pool.free_blocks();
     res.set_content(ctx.metrics.render(memory), "text/plain; version=0.0.4");
   });
   add_status_route(http, ctx);

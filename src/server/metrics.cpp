@@ -75,6 +75,11 @@ std::string Metrics::render(const MemoryReading& memory) const {
          "Bytes the memory contract predicts for the model and the admitted requests.", memory.predicted);
   scalar("fathom_memory_resident_bytes", "gauge", "Resident memory of the process (VmRSS).", memory.resident);
   scalar("fathom_memory_tensor_bytes", "gauge", "Bytes held by tensor allocations.", memory.tensors);
+  scalar("fathom_kv_block_bytes", "gauge", "Bytes of one KV block (every layer and format takes blocks of this size).",
+         memory.kv_block_bytes);
+  scalar("fathom_kv_blocks_used", "gauge", "KV blocks held by sequences.", memory.kv_blocks_used);
+  scalar("fathom_kv_blocks_free", "gauge", "KV blocks the pool keeps for reuse (address space only, not resident).",
+         memory.kv_blocks_free);
   scalar("fathom_memory_kv_reserved_bytes", "gauge",
          "Address space reserved for KV caches; pages are committed as rows are written.", memory.reserved);
   auto histogram = [&](const char* name, const char* help, const Histogram& h) {

@@ -47,6 +47,9 @@ class Metrics {
     int64_t resident = 0;   // the process's resident set, as the kernel counts it
     int64_t tensors = 0;    // bytes held by tensor allocations (weights copies, activations, scratch)
     int64_t reserved = 0;   // address space reserved for KV caches (committed only as written)
+    int64_t kv_block_bytes = 0;   // every KV block's size
+    int64_t kv_blocks_used = 0;   // blocks the running sequences hold
+    int64_t kv_blocks_free = 0;   // blocks the pool keeps for reuse (not resident)
   };
   std::string render(const MemoryReading& memory) const;
 

@@ -1,9 +1,11 @@
-// The attention kernel against its reference: GQA, f32 and bf16 caches,
-// queries in the middle of the cache (chunked prefill) and sliding windows.
+// The attention kernel against its reference: GQA, f32 and bf16 caches in
+// blocks of several sizes, coded caches, queries in the middle of the cache
+// (chunked prefill) and sliding windows.
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
+#include "kv/paged_kv_layer.h"
 #include "test_util.h"
 
 namespace fathom {
@@ -12,6 +14,28 @@ namespace {
 using testing::fresh_rng;
 using testing::random_tensor;
 using testing::relative_error;
+
+// `length` random rows from position `first` in blocks of `block_rows`.
+struct RandomBlocks {
+  std::vector<Tensor> storage;
+  std::vector<const std::byte*> table;
+  KvView view;
+  RandomBlocks(int64_t kv_heads, int64_t head_dim, DType dtype, int64_t block_rows, int64_t length, int64_t first,
+               std::mt19937_64& rng) {
+    KvFormat& f = view.format;
+    f.dtype = dtype;
+    f.kv_heads = kv_heads;
+    f.head_dim = head_dim;
+    f.block_rows = block_rows;
+    for (int64_t b = 0; b < (length + block_rows - 1) / block_rows; ++b) {
+      storage.push_back(random_tensor({f.bytes() / int64_t(dtype_size(dtype))}, dtype, rng));
+      table.push_back(static_cast<const std::byte*>(storage.back().raw()));
+    }
+    view.blocks = table.data();
+    view.length = length;
+    view.first_position = first;
+  }
+};
 
 struct Case {
   int64_t t, heads, kv_heads, head_dim, length, first;
@@ -32,12 +56,11 @@ TEST(Attention, BackendMatchesReference) {
       {1, 4, 2, 128, 70, 69, 16},     // windowed decode
   };
   for (const Case& c : cases)
-    for (DType kv_dtype : {DType::f32, DType::bf16}) {
-      const int64_t capacity = c.length + 3;  // head stride larger than the valid length
+    for (DType kv_dtype : {DType::f32, DType::bf16})
+      for (int64_t block_rows : {1, 5, 32}) {
       Tensor q = random_tensor({c.t, c.heads, c.head_dim}, DType::f32, rng);
-      Tensor k = random_tensor({c.kv_heads, capacity, c.head_dim}, kv_dtype, rng);
-      Tensor v = random_tensor({c.kv_heads, capacity, c.head_dim}, kv_dtype, rng);
-      KvView view{nullptr, k.raw(), v.raw(), kv_dtype, c.kv_heads, c.head_dim, c.length, capacity * c.head_dim};
+      RandomBlocks cache(c.kv_heads, c.head_dim, kv_dtype, block_rows, c.length, 0, rng);
+      const KvView& view = cache.view;
       AttentionParams p;
       p.scale = 0.3f;
       p.first_position = c.first;
@@ -47,7 +70,7 @@ TEST(Attention, BackendMatchesReference) {
       std::vector<float> ref(static_cast<size_t>(q.numel()));
       cpu::attention_rows_reference(q.data<float>(), c.heads, view, p, 0, c.t, ref.data());
       EXPECT_LT(relative_error(out.data<float>(), ref.data(), q.numel()), 1e-5)
-          << "t=" << c.t << " length=" << c.length << " kv=" << dtype_name(kv_dtype);
+          << "t=" << c.t << " length=" << c.length << " kv=" << dtype_name(kv_dtype) << " block " << block_rows;
     }
 }
 
@@ -68,13 +91,12 @@ TEST(Attention, DecodeShapesMatchReference) {
       {1, 10, 2, 80, 50, 0, {}},  // head_dim the fast kernel leaves to the tiles
   };
   for (const Case& c : cases)
-    for (DType kv_dtype : {DType::f32, DType::bf16}) {
-      const int64_t capacity = c.length + 5, dropped = c.window ? 9 : 0;
+    for (DType kv_dtype : {DType::f32, DType::bf16})
+      for (int64_t block_rows : {7, 32}) {
+      const int64_t dropped = c.window ? 9 : 0;
       Tensor q = random_tensor({1, c.heads, c.head_dim}, DType::f32, rng);
-      Tensor k = random_tensor({c.kv_heads, capacity, c.head_dim}, kv_dtype, rng);
-      Tensor v = random_tensor({c.kv_heads, capacity, c.head_dim}, kv_dtype, rng);
-      KvView view{nullptr, k.raw(), v.raw(), kv_dtype, c.kv_heads, c.head_dim, c.length, capacity * c.head_dim};
-      view.first_position = dropped;
+      RandomBlocks cache(c.kv_heads, c.head_dim, kv_dtype, block_rows, c.length, dropped, rng);
+      const KvView& view = cache.view;
       AttentionParams p;
       p.scale = 1.0f / std::sqrt(float(c.head_dim));
       p.first_position = dropped + c.length - 1;
@@ -84,7 +106,8 @@ TEST(Attention, DecodeShapesMatchReference) {
       std::vector<float> ref(static_cast<size_t>(q.numel()));
       cpu::attention_rows_reference(q.data<float>(), c.heads, view, p, 0, 1, ref.data());
       EXPECT_LT(relative_error(out.data<float>(), ref.data(), q.numel()), 1e-5)
-          << "heads=" << c.heads << " kv_heads=" << c.kv_heads << " d=" << c.head_dim << " kv=" << dtype_name(kv_dtype);
+          << "heads=" << c.heads << " kv_heads=" << c.kv_heads << " d=" << c.head_dim << " kv=" << dtype_name(kv_dtype)
+          << " block " << block_rows;
     }
 }
 
@@ -101,17 +124,61 @@ TEST(Attention, FastDecodeKernelMatchesReference) {
           Tensor q = random_tensor({nq, d}, DType::f32, rng, 2.0f);
           Tensor k = random_tensor({n, d}, dtype, rng);
           Tensor v = random_tensor({n, d}, dtype, rng);
+          // The rows in runs of 1..16 rows, as blocks of a cache hand them over.
+          std::vector<cpu::KvRun> runs;
+          const size_t row_bytes = size_t(d) * dtype_size(dtype);
+          for (int64_t j = 0; j < n;) {
+            const int64_t len = std::min<int64_t>(n - j, 1 + int64_t(rng() % 16));
+            runs.push_back({static_cast<const char*>(k.raw()) + size_t(j) * row_bytes,
+                            static_cast<const char*>(v.raw()) + size_t(j) * row_bytes, len});
+            j += len;
+          }
           std::vector<float> scratch(size_t(nq * d + std::min<int64_t>(nq, 8) * n));
           std::vector<float> fast(size_t(nq * d)), ref(fast.size());
           const float scale = 1.0f / std::sqrt(float(d));
-          ASSERT_TRUE(kern.attend_decode(q.data<float>(), nq, scale, k.raw(), v.raw(), dtype, d, n, scratch.data(),
-                                         fast.data()));
-          cpu::attend_decode_reference(q.data<float>(), nq, scale, k.raw(), v.raw(), dtype, d, n, nullptr, ref.data());
+          ASSERT_TRUE(kern.attend_decode(q.data<float>(), nq, scale, runs.data(), int64_t(runs.size()), dtype, d, n,
+                                         scratch.data(), fast.data()));
+          cpu::attend_decode_reference(q.data<float>(), nq, scale, runs.data(), int64_t(runs.size()), dtype, d, n,
+                                       nullptr, ref.data());
           EXPECT_LT(relative_error(fast.data(), ref.data(), nq * d), 1e-5)
-              << "nq=" << nq << " d=" << d << " n=" << n << " " << dtype_name(dtype);
+              << "nq=" << nq << " d=" << d << " n=" << n << " " << dtype_name(dtype) << " in " << runs.size() << " runs";
         }
   std::vector<float> q(80), kv(80), scratch(160), out(80);
-  EXPECT_FALSE(kern.attend_decode(q.data(), 1, 1.0f, kv.data(), kv.data(), DType::f32, 80, 1, scratch.data(), out.data()));
+  const cpu::KvRun run{kv.data(), kv.data(), 1};
+  EXPECT_FALSE(kern.attend_decode(q.data(), 1, 1.0f, &run, 1, DType::f32, 80, 1, scratch.data(), out.data()));
+}
+
+TEST(Attention, CodedBlocksMatchReference) {
+  // The tiles widen coded blocks in place; the reference widens row by row.
+  uint64_t seed;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto backend = make_cpu_backend();
+  auto pool = std::make_shared<KvBlockPool>(4096);
+  const int64_t kv_heads = 2, heads = 6, d = 64, length = 90;
+  for (const auto& [codec, k_bits, v_bits, group] :
+       {std::tuple{KvFormat::Codec::affine, 4, 4, 32}, std::tuple{KvFormat::Codec::affine, 8, 8, 64},
+        std::tuple{KvFormat::Codec::affine, 3, 3, 32}, std::tuple{KvFormat::Codec::codebook, 3, 4, 0}}) {
+    KvFormat f;
+    f.codec = codec;
+    f.k_bits = k_bits, f.v_bits = v_bits, f.group_size = group;
+    f.kv_heads = kv_heads, f.head_dim = d;
+    f = f.fitted_to(pool->block_bytes());
+    PagedKvLayer layer(pool, f, length, std::nullopt, length, 11);
+    layer.append(random_tensor({length, kv_heads, d}, DType::f32, rng), random_tensor({length, kv_heads, d}, DType::f32, rng));
+    ASSERT_GT(layer.bytes(), pool->block_bytes()) << "several blocks";
+    for (int64_t t : {1, 9}) {
+      Tensor q = random_tensor({t, heads, d}, DType::f32, rng);
+      AttentionParams p;
+      p.scale = 0.125f;
+      p.first_position = length - t;
+      Tensor out = Tensor::empty(q.shape(), DType::f32);
+      backend->attention(q, layer.view(), p, out);
+      std::vector<float> ref(static_cast<size_t>(q.numel()));
+      cpu::attention_rows_reference(q.data<float>(), heads, layer.view(), p, 0, t, ref.data());
+      EXPECT_LT(relative_error(out.data<float>(), ref.data(), q.numel()), 1e-5) << "bits " << k_bits << " t " << t;
+    }
+  }
 }
 
 TEST(Softmax, FastRowMatchesReference) {
@@ -133,27 +200,25 @@ TEST(Attention, SingleVisibleKeyReturnsItsValue) {
   auto rng = fresh_rng();
   auto backend = make_cpu_backend();
   Tensor q = random_tensor({1, 4, 16}, DType::f32, rng);
-  Tensor k = random_tensor({2, 5, 16}, DType::f32, rng);
-  Tensor v = random_tensor({2, 5, 16}, DType::f32, rng);
-  KvView view{nullptr, k.raw(), v.raw(), DType::f32, 2, 16, 5, 5 * 16};
+  RandomBlocks cache(2, 16, DType::f32, 3, 5, 0, rng);
   AttentionParams p;
   Tensor out = Tensor::empty(q.shape(), DType::f32);
-  backend->attention(q, view, p, out);
+  backend->attention(q, cache.view, p, out);
+  const auto* block = reinterpret_cast<const float*>(cache.table[0]);
   for (int64_t h = 0; h < 4; ++h)
     for (int64_t d = 0; d < 16; ++d)
-      EXPECT_FLOAT_EQ(out.data<float>()[h * 16 + d], v.data<float>()[(h / 2) * 5 * 16 + d]);
+      EXPECT_FLOAT_EQ(out.data<float>()[h * 16 + d], block[cache.view.format.rows_offset(true, h / 2) / 4 + d]);
 }
 
 TEST(Attention, RejectsQueriesBeyondTheCache) {
   auto rng = fresh_rng();
   auto backend = make_cpu_backend();
   Tensor q = random_tensor({3, 2, 8}, DType::f32, rng);
-  Tensor k = random_tensor({1, 4, 8}, DType::f32, rng);
-  KvView view{nullptr, k.raw(), k.raw(), DType::f32, 1, 8, 4, 32};
+  RandomBlocks cache(1, 8, DType::f32, 4, 4, 0, rng);
   AttentionParams p;
   p.first_position = 2;
   Tensor out = Tensor::empty(q.shape(), DType::f32);
-  EXPECT_THROW(backend->attention(q, view, p, out), Error);
+  EXPECT_THROW(backend->attention(q, cache.view, p, out), Error);
 }
 
 }  // namespace

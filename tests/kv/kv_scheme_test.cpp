@@ -74,21 +74,29 @@ TEST(KvScheme, BytesAtFollowsTheCodecsAndTheStart) {
   // The linear-attention layer: an f32 conv window (2·32 + 64 channels × 3 taps) and the 4 × 16 × 16 matrix.
   const int64_t recurrent = 4 * ((2 * 32 + 64) * 3 + 4 * 16 * 16);
   EXPECT_EQ(m.linear_attention->state_bytes(), recurrent);
-  // bf16: K and V, 2 bytes each, attention layers only.
-  EXPECT_EQ(KvScheme::bf16().bytes_at(m, 100), 2 * 100 * heads * 2 * d * 2 + recurrent);
-  // kv4 g64: 64 bytes of codes + 2 groups × (scale + bias) × 2 bytes, for K and V.
-  const int64_t kv4_row = 2 * (d / 2 + 2 * 2 * 2);
-  EXPECT_EQ(KvScheme::affine_uniform(4, 64, 0).bytes_at(m, 100), 2 * 100 * heads * kv4_row + recurrent);
+  // Blocks hold 32 tokens of the widest layer in bf16: K and V of 2 heads of 128.
+  const int64_t block = 32 * heads * 2 * d * 2;
+  EXPECT_EQ(kv_block_bytes(m, DType::bf16), block);
+  // bf16: 100 tokens take 4 blocks in each attention layer.
+  EXPECT_EQ(KvScheme::bf16().bytes_at(m, 100), 2 * 4 * block + recurrent);
+  // kv4 g64: 64 bytes of codes + 2 groups × (scale + bias) × 2 bytes, for K
+  // and V of 2 heads: 288 bytes a token, so 113 tokens fit a block.
+  const KvFormat kv4 = KvScheme::affine_uniform(4, 64, 0).codec_for_layer(m, 0).format(heads, d, DType::bf16, block);
+  EXPECT_EQ(kv4.token_bytes(), 288);
+  EXPECT_EQ(kv4.block_rows, 113);
+  EXPECT_EQ(KvScheme::affine_uniform(4, 64, 0).bytes_at(m, 113), 2 * block + recurrent);
+  EXPECT_EQ(KvScheme::affine_uniform(4, 64, 0).bytes_at(m, 114), 2 * 2 * block + recurrent);
   // Before the start everything is bf16.
   EXPECT_EQ(KvScheme::affine_uniform(4, 64, 500).bytes_at(m, 100), KvScheme::bf16().bytes_at(m, 100));
-  // turbo k3v4 on the global layer only: codes + f32 norm each.
-  const int64_t turbo_row = d * 3 / 8 + 4 + d * 4 / 8 + 4;
-  EXPECT_EQ(KvScheme::turbo(3, 4).bytes_at(m, 10), 10 * heads * (turbo_row + 2 * d * 2) + recurrent);
-  // The sliding layer (window 512) stops growing at 511 + the step; the global one does not.
+  // turbo k3v4 on the global layer only (codes + an f32 norm each); the sliding layer stays bf16.
+  const KvFormat turbo = KvScheme::turbo(3, 4).codec_for_layer(m, 0).format(heads, d, DType::bf16, block);
+  EXPECT_EQ(turbo.token_bytes(), heads * (d * 3 / 8 + 4 + d * 4 / 8 + 4));
+  EXPECT_EQ(KvScheme::turbo(3, 4).bytes_at(m, 300), ((300 + turbo.block_rows - 1) / turbo.block_rows + 10) * block + recurrent);
+  // The sliding layer (window 512) stops growing at the blocks for 511 + the
+  // step, plus one partly passed; the global one does not.
   EXPECT_EQ(KvScheme::bf16().bytes_at(m, 10000, 2, 64) - KvScheme::bf16().bytes_at(m, 9000, 2, 64),
-            1000 * heads * 2 * d * 2);
-  EXPECT_EQ(KvScheme::bf16().bytes_at(m, 10000, 2, 64),
-            (10000 + 511 + 64) * heads * 2 * d * 2 + recurrent);
+            (313 - 282) * block);
+  EXPECT_EQ(KvScheme::bf16().bytes_at(m, 10000, 2, 64), (313 + 18 + 1) * block + recurrent);
 }
 
 TEST(KvScheme, EveryInvalidFlagCombinationIsAClearError) {
@@ -178,10 +186,9 @@ TEST_F(SchemeOnModel, DelayedStartIsExactBeforeAndConvertsAtTheBoundary) {
     if (begin == 0) {
       EXPECT_NE(std::memcmp(la.raw(), lc.raw(), la.nbytes()), 0) << "start 0 quantizes at once";
     }
-    // Storage is allocated for the capacity (30): plain until the conversion,
-    // quantized from then on; bytes are linear in tokens, so scale bytes_at.
+    // Blocks are taken as rows arrive: plain ones until the conversion, coded from then on.
     const int64_t held = std::min<int64_t>(30, begin + 7);
-    EXPECT_EQ(b->bytes(), delayed->kv_bytes_at(held) * 30 / held) << "after " << held << " tokens";
+    EXPECT_EQ(b->bytes(), delayed->kv_bytes_at(held)) << "after " << held << " tokens";
   }
 }
 

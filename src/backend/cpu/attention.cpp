@@ -1,10 +1,11 @@
-// Causal (optionally windowed) attention over a KV view. Scores for one query
-// row and head live in a per-thread buffer of kv.length floats; no
+// Causal (optionally windowed) attention over a layer's KV blocks, read in
+// place. Scores for one tile live in a per-thread buffer; no
 // [heads, T, N] tensor is ever built.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/coded_rows.h"
 #include "backend/cpu/kernels.h"
 
 namespace fathom::cpu {
@@ -13,11 +14,6 @@ namespace {
 // Queries per tile: enough to amortize widening each key row, few enough
 // that their scores stay in L2.
 constexpr int64_t kTileQueries = 16;
-// Rows a reader widens at a time.
-constexpr int64_t kReaderBlock = 64;
-
-inline float load_kv(const float* p, int64_t i) { return p[i]; }
-inline float load_kv(const bf16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
 
 struct KeyRange {
   int64_t lo, hi;  // inclusive rows of the view
@@ -31,165 +27,204 @@ inline KeyRange visible_keys(const KvView& kv, const AttentionParams& p, int64_t
   return {lo - kv.first_position, pos - kv.first_position};
 }
 
-// All query heads of kv group g for rows [t0, t1) as two small GEMMs:
+// Calls fn(j, n, block, r) for each stretch of view rows [lo, hi] that lies
+// in one block: rows j .. j + n - 1, from row r of `block`.
+template <typename Fn>
+void for_each_run(const KvView& kv, int64_t lo, int64_t hi, Fn&& fn) {
+  for (int64_t j = lo; j <= hi;) {
+    const int64_t r = kv.row_in_block(j);
+    const int64_t n = std::min(kv.format.block_rows - r, hi - j + 1);
+    fn(j, n, kv.block_of(j), r);
+    j += n;
+  }
+}
+
+// Plain rows of head g starting at row r of a block.
+inline const std::byte* plain_rows(const KvView& kv, const std::byte* block, bool values, int64_t g, int64_t r) {
+  return block + kv.format.rows_offset(values, g) + r * kv.format.row_bytes(values);
+}
+
+// Rows of head g from row r of a block, as the coded kernels read them.
+CodedRows coded_rows(const KvView& kv, const std::byte* block, bool values, int64_t g, int64_t r) {
+  const KvFormat& f = kv.format;
+  CodedRows rows;
+  rows.codes = reinterpret_cast<const uint32_t*>(plain_rows(kv, block, values, g, r));
+  rows.words = f.code_words(values);
+  rows.bits = values ? f.v_bits : f.k_bits;
+  if (f.codec == KvFormat::Codec::affine) {
+    rows.scales = reinterpret_cast<const bf16_t*>(block + f.scales_offset(values, g)) + r * f.groups();
+    rows.biases = reinterpret_cast<const bf16_t*>(block + f.biases_offset(values, g)) + r * f.groups();
+    rows.group = f.group_size;
+  } else {
+    rows.row_scales = reinterpret_cast<const float*>(block + f.scales_offset(values, g)) + r;
+    rows.table = values ? kv.v_table.data() : kv.k_table.data();
+  }
+  return rows;
+}
+
+// All query heads of kv group g for rows [t0, t1), a block at a time:
 // scores = Q·Kᵀ over the visible key span, masked and softmaxed in place,
-// then out = P·V. Scratch: the gathered, pre-scaled queries [nq, d], the
-// scores [nq, span] and the tile's output [nq, d].
+// then out = P·V. Plain blocks go through small GEMMs; coded blocks through
+// kernels that read the codes in place. Scratch: the gathered, pre-scaled
+// queries [nq, d], the scores [nq, span], the tile's output [nq, d] and
+// (plain blocks) a partial product [nq, max(block_rows, d)].
 void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const KvView& kv,
                        const AttentionParams& p, int64_t g, int64_t t0, int64_t t1, float* scratch, float* out) {
-  const int64_t group = heads / kv.kv_heads, d = kv.head_dim;
+  static const CodedRowKernels coded = best_coded_row_kernels();
+  const int64_t group = heads / kv.kv_heads(), d = kv.head_dim();
   const int64_t nq = (t1 - t0) * group;
   const int64_t lo_all = visible_keys(kv, p, t0).lo, hi_all = visible_keys(kv, p, t1 - 1).hi;
   const int64_t span = hi_all - lo_all + 1;
-  float* queries = scratch;             // [nq, d]
-  float* scores = queries + nq * d;     // [nq, span]
-  float* result = scores + nq * span;   // [nq, d]
-  const size_t elem = kv.reader ? 0 : dtype_size(kv.dtype);
-  const char* k = static_cast<const char*>(kv.k) + size_t(g * kv.head_stride + lo_all * d) * elem;
-  const char* v = static_cast<const char*>(kv.v) + size_t(g * kv.head_stride + lo_all * d) * elem;
+  const bool plain = kv.format.codec == KvFormat::Codec::plain;
+  float* queries = scratch;            // [nq, d]
+  float* scores = queries + nq * d;    // [nq, span]
+  float* result = scores + nq * span;  // [nq, d]
+  float* partial = result + nq * d;    // [nq, max(block_rows, d)]
   auto query_row = [&](int64_t qi) { return ((t0 + qi / group) * heads + g * group + qi % group) * d; };
 
   for (int64_t qi = 0; qi < nq; ++qi) {
     const float* src = q + query_row(qi);
     for (int64_t i = 0; i < d; ++i) queries[qi * d + i] = src[i] * p.scale;
   }
-  // Keys come straight from the cache, or a block at a time from a reader.
-  const int64_t block = kv.reader ? std::min(span, kReaderBlock) : span;
-  float* rows = result + nq * d;          // [block, d] widened rows (reader only)
-  float* partial = rows + block * d;      // [nq, max(block, d)] (reader only)
-  for (int64_t j0 = 0; j0 < span; j0 += block) {
-    const int64_t n = std::min(block, span - j0);
+  for_each_run(kv, lo_all, hi_all, [&](int64_t j, int64_t n, const std::byte* block, int64_t r) {
+    if (!plain) return coded.scores(queries, nq, d, coded_rows(kv, block, false, g, r), n, scores + (j - lo_all), span);
     MatmulArgs a;
     a.x = queries;
     a.M = nq, a.N = n, a.K = d;
-    if (kv.reader) {
-      kv.reader->read(kv.reader->ctx, false, g, lo_all + j0, n, rows);
-      a.w = rows;
-      a.w_dtype = DType::f32;
-      a.y = partial;
-    } else {
-      a.w = k;
-      a.w_dtype = kv.dtype;
-      a.y = scores;
-    }
+    a.w = plain_rows(kv, block, false, g, r);
+    a.w_dtype = kv.format.dtype;
+    a.y = partial;
     kern.matmul(a, 0, n);
-    if (kv.reader)
-      for (int64_t qi = 0; qi < nq; ++qi) std::copy(partial + qi * n, partial + (qi + 1) * n, scores + qi * span + j0);
-  }
-
+    for (int64_t qi = 0; qi < nq; ++qi)
+      std::copy(partial + qi * n, partial + (qi + 1) * n, scores + qi * span + (j - lo_all));
+  });
   for (int64_t qi = 0; qi < nq; ++qi) {
     const KeyRange r = visible_keys(kv, p, t0 + qi / group);
     kern.softmax_row(scores + qi * span, span, r.lo - lo_all, r.hi - lo_all);
   }
-  if (!kv.reader) {
-    kern.gemm_nn(scores, span, v, kv.dtype, d, nq, span, d, result, d);
-  } else {
-    std::fill(result, result + nq * d, 0.0f);
-    for (int64_t j0 = 0; j0 < span; j0 += block) {
-      const int64_t n = std::min(block, span - j0);
-      kv.reader->read(kv.reader->ctx, true, g, lo_all + j0, n, rows);
-      kern.gemm_nn(scores + j0, span, rows, DType::f32, d, nq, n, d, partial, d);
-      for (int64_t i = 0; i < nq * d; ++i) result[i] += partial[i];
-    }
-  }
+  std::fill(result, result + nq * d, 0.0f);
+  for_each_run(kv, lo_all, hi_all, [&](int64_t j, int64_t n, const std::byte* block, int64_t r) {
+    if (!plain) return coded.values(scores + (j - lo_all), span, nq, coded_rows(kv, block, true, g, r), d, n, result);
+    kern.gemm_nn(scores + (j - lo_all), span, plain_rows(kv, block, true, g, r), kv.format.dtype, d, nq, n, d,
+                 partial, d);
+    for (int64_t i = 0; i < nq * d; ++i) result[i] += partial[i];
+  });
   for (int64_t qi = 0; qi < nq; ++qi) std::copy(result + qi * d, result + (qi + 1) * d, out + query_row(qi));
 }
 
-// The reference reads a reader's rows one at a time into plain f32 copies.
-void reference_rows_reader(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t t0,
-                           int64_t t1, float* out) {
-  std::vector<float> k(size_t(kv.kv_heads * kv.length * kv.head_dim)), v(k.size());
-  for (int64_t h = 0; h < kv.kv_heads; ++h)
-    for (int64_t j = 0; j < kv.length; ++j) {
-      kv.reader->read(kv.reader->ctx, false, h, j, 1, k.data() + (h * kv.length + j) * kv.head_dim);
-      kv.reader->read(kv.reader->ctx, true, h, j, 1, v.data() + (h * kv.length + j) * kv.head_dim);
-    }
-  KvView plain = kv;
-  plain.reader = nullptr;
-  plain.k = k.data();
-  plain.v = v.data();
-  plain.dtype = DType::f32;
-  plain.head_stride = kv.length * kv.head_dim;
-  attention_rows_reference(q, heads, plain, p, t0, t1, out);
-}
-
-template <typename T>
-void reference_rows(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t t0,
-                    int64_t t1, float* out) {
-  const int64_t group = heads / kv.kv_heads;
-  const T* k = static_cast<const T*>(kv.k);
-  const T* v = static_cast<const T*>(kv.v);
-  std::vector<double> w;
-  for (int64_t t = t0; t < t1; ++t) {
-    const KeyRange r = visible_keys(kv, p, t);
-    for (int64_t h = 0; h < heads; ++h) {
-      const T* kh = k + (h / group) * kv.head_stride;
-      const T* vh = v + (h / group) * kv.head_stride;
-      const float* qr = q + (t * heads + h) * kv.head_dim;
-      w.assign(size_t(r.hi - r.lo + 1), 0.0);
-      double max_score = -INFINITY, sum = 0.0;
-      for (int64_t j = r.lo; j <= r.hi; ++j) {
-        double s = 0.0;
-        for (int64_t d = 0; d < kv.head_dim; ++d) s += double(qr[d]) * load_kv(kh + j * kv.head_dim, d);
-        w[j - r.lo] = s * p.scale;
-        max_score = std::max(max_score, w[j - r.lo]);
-      }
-      for (auto& x : w) sum += (x = std::exp(x - max_score));
-      for (int64_t d = 0; d < kv.head_dim; ++d) {
-        double acc = 0.0;
-        for (int64_t j = r.lo; j <= r.hi; ++j) acc += w[j - r.lo] * load_kv(vh + j * kv.head_dim, d);
-        out[(t * heads + h) * kv.head_dim + d] = float(acc / sum);
-      }
-    }
-  }
+// Decode over plain blocks: the runs of the visible rows, straight from the cache.
+bool attend_decode_tile(const Kernels& kern, const float* q, int64_t heads, const KvView& kv,
+                        const AttentionParams& p, int64_t g, int64_t t, float* scratch, float* out) {
+  thread_local std::vector<KvRun> runs;
+  runs.clear();
+  const KeyRange r = visible_keys(kv, p, t);
+  for_each_run(kv, r.lo, r.hi, [&](int64_t, int64_t n, const std::byte* block, int64_t row) {
+    runs.push_back({plain_rows(kv, block, false, g, row), plain_rows(kv, block, true, g, row), n});
+  });
+  const int64_t group = heads / kv.kv_heads(), d = kv.head_dim();
+  const int64_t at = (t * heads + g * group) * d;
+  return kern.attend_decode(q + at, group, p.scale, runs.data(), int64_t(runs.size()), kv.format.dtype, d,
+                            r.hi - r.lo + 1, scratch, out + at);
 }
 
 }  // namespace
+
+void read_kv_row(const KvView& kv, bool values, int64_t head, int64_t j, float* out) {
+  const KvFormat& f = kv.format;
+  const std::byte* block = kv.block_of(j);
+  const int64_t r = kv.row_in_block(j), d = f.head_dim;
+  const std::byte* src = plain_rows(kv, block, values, head, r);
+  if (f.codec == KvFormat::Codec::plain) {
+    for (int64_t i = 0; i < d; ++i)
+      out[i] = f.dtype == DType::f32 ? reinterpret_cast<const float*>(src)[i]
+                                     : bf16_to_f32(reinterpret_cast<const bf16_t*>(src)[i]);
+    return;
+  }
+  const CodedRows rows = coded_rows(kv, block, values, head, r);
+  if (f.codec == KvFormat::Codec::affine)
+    return dequant_affine_row_reference(rows.codes, rows.scales, rows.biases, rows.bits, rows.group, d, out);
+  float table[16];
+  for (int c = 0; c < (1 << rows.bits); ++c) table[c] = rows.row_scales[0] * rows.table[c];
+  dequant_table_row_reference(rows.codes, rows.bits, table, d, out);
+}
 
 int64_t attention_tile_rows(int64_t heads, int64_t kv_heads) {
   return std::max<int64_t>(1, kTileQueries / (heads / kv_heads));
 }
 
 int64_t attention_scratch_floats(const KvView& kv, int64_t heads, int64_t rows_in_chunk) {
-  const int64_t nq = std::min(rows_in_chunk, attention_tile_rows(heads, kv.kv_heads)) * (heads / kv.kv_heads);
-  const int64_t reader_extra = kv.reader ? kReaderBlock * kv.head_dim + nq * std::max(kReaderBlock, kv.head_dim) : 0;
-  return 2 * nq * kv.head_dim + nq * kv.length + reader_extra;
+  const int64_t nq = std::min(rows_in_chunk, attention_tile_rows(heads, kv.kv_heads())) * (heads / kv.kv_heads());
+  const int64_t d = kv.head_dim(), b = kv.format.block_rows;
+  const int64_t partial = kv.format.codec == KvFormat::Codec::plain ? nq * std::max(b, d) : 0;
+  return 2 * nq * d + nq * kv.length + partial;
 }
 
 void attention_tile(const Kernels& k, const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
                     int64_t g, int64_t t0, int64_t t1, float* scratch, float* out) {
-  if (t1 - t0 == 1 && !kv.reader && k.attend_decode) {
-    // Decode: one query row, its group's heads side by side in q and out.
-    const int64_t group = heads / kv.kv_heads, d = kv.head_dim;
-    const KeyRange r = visible_keys(kv, p, t0);
-    const size_t first = size_t(g * kv.head_stride + r.lo * d) * dtype_size(kv.dtype);
-    const int64_t at = (t0 * heads + g * group) * d;
-    if (k.attend_decode(q + at, group, p.scale, static_cast<const char*>(kv.k) + first,
-                        static_cast<const char*>(kv.v) + first, kv.dtype, d, r.hi - r.lo + 1, scratch, out + at))
-      return;
-  }
+  if (t1 - t0 == 1 && kv.format.codec == KvFormat::Codec::plain && k.attend_decode &&
+      attend_decode_tile(k, q, heads, kv, p, g, t0, scratch, out))
+    return;
   attend_group_tile(k, q, heads, kv, p, g, t0, t1, scratch, out);
 }
 
-bool attend_decode_reference(const float* q, int64_t nq, float scale, const void* k, const void* v, DType dtype,
+bool attend_decode_reference(const float* q, int64_t nq, float scale, const KvRun* runs, int64_t count, DType dtype,
                              int64_t d, int64_t n, float* /*scratch*/, float* out) {
-  KvView plain{nullptr, k, v, dtype, 1, d, n, n * d};
-  AttentionParams p;
-  p.scale = scale;
-  p.first_position = n - 1;  // the query sees every row
-  if (dtype == DType::bf16) reference_rows<bf16_t>(q, nq, plain, p, 0, 1, out);
-  else reference_rows<float>(q, nq, plain, p, 0, 1, out);
+  // The runs as one f32 head of n rows, then the plain reference.
+  std::vector<double> k(static_cast<size_t>(n * d)), v(k.size());
+  int64_t at = 0;
+  for (int64_t c = 0; c < count; ++c)
+    for (int64_t i = 0; i < runs[c].n * d; ++i, ++at) {
+      k[size_t(at)] = dtype == DType::f32 ? static_cast<const float*>(runs[c].k)[i]
+                                          : bf16_to_f32(static_cast<const bf16_t*>(runs[c].k)[i]);
+      v[size_t(at)] = dtype == DType::f32 ? static_cast<const float*>(runs[c].v)[i]
+                                          : bf16_to_f32(static_cast<const bf16_t*>(runs[c].v)[i]);
+    }
+  std::vector<double> w(static_cast<size_t>(n));
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    double max_score = -INFINITY, sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0.0;
+      for (int64_t i = 0; i < d; ++i) s += double(q[qi * d + i]) * k[size_t(j * d + i)];
+      w[size_t(j)] = s * scale;
+      max_score = std::max(max_score, w[size_t(j)]);
+    }
+    for (auto& x : w) sum += (x = std::exp(x - max_score));
+    for (int64_t i = 0; i < d; ++i) {
+      double acc = 0.0;
+      for (int64_t j = 0; j < n; ++j) acc += w[size_t(j)] * v[size_t(j * d + i)];
+      out[qi * d + i] = float(acc / sum);
+    }
+  }
   return true;
 }
 
 void attention_rows_reference(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
                               int64_t t0, int64_t t1, float* out) {
-  if (kv.reader)
-    reference_rows_reader(q, heads, kv, p, t0, t1, out);
-  else if (kv.dtype == DType::bf16)
-    reference_rows<bf16_t>(q, heads, kv, p, t0, t1, out);
-  else
-    reference_rows<float>(q, heads, kv, p, t0, t1, out);
+  const int64_t group = heads / kv.kv_heads(), d = kv.head_dim();
+  std::vector<float> k(static_cast<size_t>(d)), v(static_cast<size_t>(d));
+  std::vector<double> w, acc(static_cast<size_t>(d));
+  for (int64_t t = t0; t < t1; ++t) {
+    const KeyRange r = visible_keys(kv, p, t);
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* qr = q + (t * heads + h) * d;
+      w.assign(size_t(r.hi - r.lo + 1), 0.0);
+      double max_score = -INFINITY, sum = 0.0;
+      for (int64_t j = r.lo; j <= r.hi; ++j) {
+        read_kv_row(kv, false, h / group, j, k.data());
+        double s = 0.0;
+        for (int64_t i = 0; i < d; ++i) s += double(qr[i]) * k[size_t(i)];
+        w[size_t(j - r.lo)] = s * p.scale;
+        max_score = std::max(max_score, w[size_t(j - r.lo)]);
+      }
+      for (auto& x : w) sum += (x = std::exp(x - max_score));
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = r.lo; j <= r.hi; ++j) {
+        read_kv_row(kv, true, h / group, j, v.data());
+        for (int64_t i = 0; i < d; ++i) acc[size_t(i)] += w[size_t(j - r.lo)] * v[size_t(i)];
+      }
+      for (int64_t i = 0; i < d; ++i) out[(t * heads + h) * d + i] = float(acc[size_t(i)] / sum);
+    }
+  }
 }
 
 }  // namespace fathom::cpu

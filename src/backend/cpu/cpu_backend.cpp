@@ -115,14 +115,14 @@ class CpuBackend final : public Backend {
     for (auto& s : scratch_) grow(s, cpu::attention_scratch_floats(kv, heads, t), DType::f32);
     // A few rows (a speculative verify step) go one query row per tile, each
     // through decode's path: a verified position sees what decode would give it.
-    const int64_t rows = t <= kDecodeLikeRows ? 1 : cpu::attention_tile_rows(heads, kv.kv_heads);
+    const int64_t rows = t <= kDecodeLikeRows ? 1 : cpu::attention_tile_rows(heads, kv.kv_heads());
     const int64_t row_blocks = (t + rows - 1) / rows;
-    const int64_t tiles = row_blocks * kv.kv_heads;
+    const int64_t tiles = row_blocks * kv.kv_heads();
     // Tiles are dealt round-robin: causal rows get costlier down the chunk,
     // so contiguous ranges would leave one thread with most of the work.
     pool_.run([&](int thread, int count) {
       for (int64_t i = thread; i < tiles; i += count) {
-        const int64_t block = i / kv.kv_heads, g = i % kv.kv_heads;
+        const int64_t block = i / kv.kv_heads(), g = i % kv.kv_heads();
         const int64_t t0 = block * rows, t1 = std::min(t, t0 + rows);
         cpu::attention_tile(kernels_, q.data<float>(), heads, kv, p, g, t0, t1, scratch_[thread].data<float>(), out.data<float>());
       }

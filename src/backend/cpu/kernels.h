@@ -79,15 +79,23 @@ void silu_mul_avx512(const float* gate, const float* up, float* out, int64_t i0,
 // The same for gelu_tanh(gate) · up (reference: gelu_tanh_mul_range).
 void gelu_tanh_mul_avx512(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);
 
+// Consecutive cached rows of one kv head inside one block: n rows of k and v,
+// each [n, d] in the cache's dtype.
+struct KvRun {
+  const void* k;
+  const void* v;
+  int64_t n;
+};
+
 // Decode attention for one query row and one kv group: out[qi] = softmax(scale ·
-// q[qi] · kᵀ) · v over the n rows of k and v ([n, d], f32 or bf16), queries
-// q [nq, d], out [nq, d]. scratch holds nq · d + min(nq, 8) · n floats. The
-// fast version returns false for shapes it does not take (then use the tiles).
-using AttendDecode = bool (*)(const float* q, int64_t nq, float scale, const void* k, const void* v, DType dtype,
+// q[qi] · kᵀ) · v over the rows of `count` runs (n rows in all, f32 or bf16),
+// queries q [nq, d], out [nq, d]. scratch holds nq · d + min(nq, 8) · n floats.
+// The fast version returns false for shapes it does not take (then use the tiles).
+using AttendDecode = bool (*)(const float* q, int64_t nq, float scale, const KvRun* runs, int64_t count, DType dtype,
                               int64_t d, int64_t n, float* scratch, float* out);
-bool attend_decode_reference(const float* q, int64_t nq, float scale, const void* k, const void* v, DType dtype,
+bool attend_decode_reference(const float* q, int64_t nq, float scale, const KvRun* runs, int64_t count, DType dtype,
                              int64_t d, int64_t n, float* scratch, float* out);
-bool attend_decode_avx512(const float* q, int64_t nq, float scale, const void* k, const void* v, DType dtype,
+bool attend_decode_avx512(const float* q, int64_t nq, float scale, const KvRun* runs, int64_t count, DType dtype,
                           int64_t d, int64_t n, float* scratch, float* out);
 
 // The kernels of one instruction set.
@@ -105,11 +113,14 @@ Kernels kernels_for(Isa isa);
 
 // Attention is split into tiles: one kv group (its query heads) × a block of
 // query rows. attention_tile_rows says how many rows a tile takes; scratch
-// must hold attention_scratch_floats(...) floats per thread.
+// must hold attention_scratch_floats(...) floats per thread. The cache is
+// read in place, block by block; coded rows are widened a block at a time.
 int64_t attention_tile_rows(int64_t heads, int64_t kv_heads);
 int64_t attention_scratch_floats(const KvView& kv, int64_t heads, int64_t rows_in_chunk);
 void attention_tile(const Kernels& k, const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
                     int64_t g, int64_t t0, int64_t t1, float* scratch, float* out);
+// Row j of the view (head `head`, K or V) widened to f32: out [head_dim].
+void read_kv_row(const KvView& kv, bool values, int64_t head, int64_t j, float* out);
 // The plain reference for query rows [t0, t1), every head.
 void attention_rows_reference(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
                               int64_t t0, int64_t t1, float* out);

@@ -1,0 +1,83 @@
+#include "kv/block_pool.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace fathom {
+namespace {
+
+// Address space is reserved a slab at a time; only written pages count.
+constexpr int64_t kSlabBytes = int64_t(16) << 20;
+
+constexpr uintptr_t kPage = 4096;
+
+// Hands the whole pages inside a free block back to the kernel: resident
+// memory follows the blocks in use, as the memory contract counts it, and
+// the next writer gets fresh zero pages.
+void drop_pages(std::byte* data, int64_t bytes) {
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kPage - 1) & ~(kPage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + uintptr_t(bytes)) & ~(kPage - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
+KvBlockPool::KvBlockPool(int64_t block_bytes) : block_bytes_(block_bytes) {
+  check(block_bytes > 0 && block_bytes % 64 == 0, "kv block pool: block size ", block_bytes,
+        " must be a positive multiple of 64 bytes");
+}
+
+KvBlock* KvBlockPool::acquire() {
+  std::lock_guard lock(mutex_);
+  if (free_.empty()) {
+    const int64_t count = std::max<int64_t>(1, kSlabBytes / block_bytes_);
+    slabs_.push_back(Tensor::reserve({count * block_bytes_ / 4}, DType::i32));
+    auto* base = static_cast<std::byte*>(slabs_.back().raw());
+    // Pushed in reverse so the slab fills from its start.
+    for (int64_t i = count - 1; i >= 0; --i) {
+      blocks_.push_back(KvBlock{base + i * block_bytes_, 0});
+      free_.push_back(&blocks_.back());
+    }
+  }
+  KvBlock* block = free_.back();
+  free_.pop_back();
+  block->refs = 1;
+  ++used_;
+  return block;
+}
+
+void KvBlockPool::retain(KvBlock* block) {
+  std::lock_guard lock(mutex_);
+  check(block->refs > 0, "kv block pool: retaining a free block");
+  ++block->refs;
+}
+
+void KvBlockPool::release(KvBlock* block) {
+  std::lock_guard lock(mutex_);
+  check(block->refs > 0, "kv block pool: releasing a free block");
+  if (--block->refs > 0) return;
+  drop_pages(block->data, block_bytes_);
+  free_.push_back(block);
+  --used_;
+}
+
+bool KvBlockPool::shared(const KvBlock* block) const {
+  std::lock_guard lock(mutex_);
+  return block->refs > 1;
+}
+
+int64_t KvBlockPool::used_blocks() const {
+  std::lock_guard lock(mutex_);
+  return used_;
+}
+
+int64_t KvBlockPool::free_blocks() const {
+  std::lock_guard lock(mutex_);
+  return int64_t(free_.size());
+}
+
+}  // namespace fathom

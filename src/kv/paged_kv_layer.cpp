@@ -1,0 +1,201 @@
+#include "kv/paged_kv_layer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "kv/affine_codec.h"
+#include "kv/kv_layout.h"
+
+namespace fathom {
+
+PagedKvLayer::PagedKvLayer(std::shared_ptr<KvBlockPool> pool, const KvFormat& format, int64_t capacity,
+                           std::optional<int64_t> window, int64_t step, uint64_t rotation_seed)
+    : pool_(std::move(pool)),
+      format_(format),
+      capacity_(capacity),
+      window_(window),
+      step_(step),
+      max_blocks_(kv_max_blocks(format.block_rows, capacity, window, step)),
+      rotation_seed_(rotation_seed) {
+  check(format.block_rows > 0 && format.bytes() <= pool_->block_bytes(), "kv layer: a block of ", format.block_rows,
+        " rows takes ", format.bytes(), " bytes, the pool's blocks have ", pool_->block_bytes());
+  check(format.codec != KvFormat::Codec::plain || format.dtype == DType::f32 || format.dtype == DType::bf16,
+        "kv cache: storage dtype ", dtype_name(format.dtype), " is not supported (f32, bf16)");
+  if (format.codec == KvFormat::Codec::codebook) {
+    rotation_.emplace(format.head_dim, rotation_seed);
+    // Codes index centroids of a unit Gaussian; a rotated row of norm ‖x‖ has
+    // coordinates ≈ N(0, ‖x‖²/d), so value = ‖x‖ · centroid / √d.
+    const float inv_sqrt_d = 1.0f / std::sqrt(float(format.head_dim));
+    auto fill = [&](std::array<float, 16>& table, int bits) {
+      const auto& book = lloyd_max_codebook(bits);
+      for (size_t c = 0; c < book.centroids.size(); ++c) table[c] = book.centroids[c] * inv_sqrt_d;
+    };
+    fill(k_table_, format.k_bits);
+    fill(v_table_, format.v_bits);
+  }
+}
+
+PagedKvLayer::~PagedKvLayer() { release_from(0); }
+
+void PagedKvLayer::release_from(size_t block) {
+  for (size_t i = block; i < blocks_.size(); ++i) pool_->release(blocks_[i]);
+  blocks_.resize(block);
+  block_data_.resize(block);
+}
+
+void PagedKvLayer::make_private(size_t i) {
+  if (!pool_->shared(blocks_[i])) return;
+  KvBlock* copy = pool_->acquire();
+  std::memcpy(copy->data, blocks_[i]->data, size_t(format_.bytes()));
+  pool_->release(blocks_[i]);
+  blocks_[i] = copy;
+  block_data_[i] = copy->data;
+}
+
+std::unique_ptr<PagedKvLayer> PagedKvLayer::fork_paged(int64_t capacity) const {
+  check(capacity >= length(), "kv fork: capacity ", capacity, " below the ", length(), " tokens held");
+  auto copy = std::make_unique<PagedKvLayer>(pool_, format_, capacity, window_, step_, rotation_seed_);
+  for (KvBlock* block : blocks_) pool_->retain(block);
+  copy->blocks_ = blocks_;
+  copy->block_data_ = block_data_;
+  copy->first_ = first_;
+  copy->rows_ = rows_;
+  return copy;
+}
+
+std::unique_ptr<KvLayer> PagedKvLayer::fork(int64_t capacity) const { return fork_paged(capacity); }
+
+void PagedKvLayer::start_at(int64_t position) {
+  check(rows_ == 0 && position >= 0, "kv layer: only an empty layer can start at ", position);
+  first_ = position;
+}
+
+void PagedKvLayer::append(const Tensor& k, const Tensor& v) {
+  const int64_t count = k.dim(0), heads = format_.kv_heads, d = format_.head_dim, b = format_.block_rows;
+  check(k.dtype() == DType::f32 && k.shape() == v.shape() && k.numel() == count * heads * d, "kv append: k ",
+        k.shape_string(), " v ", v.shape_string(), " do not fit ", heads, " heads of ", d);
+  check(length() + count <= capacity_, "kv append: ", length(), " + ", count, " tokens exceed the capacity of ",
+        capacity_);
+  // The step's first query (at the current length) sees back to here.
+  const int64_t needed = window_ ? length() - *window_ + 1 : 0;
+  // Rows go after the last one held: a block shared with a fork is copied first.
+  if (count > 0 && rows_ % b != 0) make_private(blocks_.size() - 1);
+  for (int64_t t = 0; t < count; ++t) {
+    if (rows_ == int64_t(blocks_.size()) * b) {
+      if (int64_t(blocks_.size()) == max_blocks_) {
+        // A sliding layer: the oldest block is behind every query's window
+        // (kv_max_blocks sizes the ring so for steps it was made for), so it
+        // takes the new rows.
+        check(window_ && first_ + b <= needed, "sliding kv layer: a step of ", count, " tokens at ", length(),
+              " would overwrite positions its window still needs");
+        blocks_.push_back(blocks_.front());
+        block_data_.push_back(block_data_.front());
+        blocks_.erase(blocks_.begin());
+        block_data_.erase(block_data_.begin());
+        make_private(blocks_.size() - 1);  // a fork may still read it
+        first_ += b;
+        rows_ -= b;
+      } else {
+        blocks_.push_back(pool_->acquire());
+        block_data_.push_back(blocks_.back()->data);
+      }
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t src = (t * heads + h) * d;
+      encode(false, h, rows_, k.data<float>() + src);
+      encode(true, h, rows_, v.data<float>() + src);
+    }
+    ++rows_;
+  }
+}
+
+void PagedKvLayer::encode(bool values, int64_t head, int64_t row, const float* x) {
+  const KvFormat& f = format_;
+  std::byte* block = block_data_[size_t(row / f.block_rows)];
+  const int64_t r = row % f.block_rows;
+  std::byte* dst = block + f.rows_offset(values, head) + r * f.row_bytes(values);
+  switch (f.codec) {
+    case KvFormat::Codec::plain:
+      if (f.dtype == DType::f32) {
+        std::memcpy(dst, x, size_t(f.head_dim) * 4);
+      } else {
+        auto* out = reinterpret_cast<bf16_t*>(dst);
+        for (int64_t i = 0; i < f.head_dim; ++i) out[i] = f32_to_bf16(x[i]);
+      }
+      return;
+    case KvFormat::Codec::affine: {
+      const int64_t groups = f.groups();
+      affine_quantize_row(x, {values ? f.v_bits : f.k_bits, f.group_size, f.head_dim}, reinterpret_cast<uint32_t*>(dst),
+                          reinterpret_cast<bf16_t*>(block + f.scales_offset(values, head)) + r * groups,
+                          reinterpret_cast<bf16_t*>(block + f.biases_offset(values, head)) + r * groups);
+      return;
+    }
+    case KvFormat::Codec::codebook: {
+      std::vector<float> rotated(x, x + f.head_dim);
+      rotation_->apply(rotated.data());
+      turbo_quantize_row(rotated.data(), f.head_dim, lloyd_max_codebook(values ? f.v_bits : f.k_bits),
+                         reinterpret_cast<uint32_t*>(dst),
+                         reinterpret_cast<float*>(block + f.scales_offset(values, head)) + r);
+      return;
+    }
+  }
+}
+
+KvView PagedKvLayer::view() const {
+  KvView view;
+  view.format = format_;
+  view.blocks = block_data_.data();
+  view.length = rows_;
+  view.first_position = first_;
+  view.k_table = k_table_;
+  view.v_table = v_table_;
+  return view;
+}
+
+void PagedKvLayer::attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const {
+  if (!rotation_) return backend.attention(q, view(), p, out);
+  // Scores are taken in the rotated space (Rq·Rk = q·k); the output is
+  // rotated back once.
+  const int64_t d = format_.head_dim;
+  Tensor rq = Tensor::empty(q.shape(), DType::f32);
+  std::memcpy(rq.raw(), q.raw(), q.nbytes());
+  for (int64_t r = 0; r < q.numel() / d; ++r) rotation_->apply(rq.data<float>() + r * d);
+  backend.attention(rq, view(), p, out);
+  for (int64_t r = 0; r < out.numel() / d; ++r) rotation_->apply_inverse(out.data<float>() + r * d);
+}
+
+void PagedKvLayer::trim(int64_t new_length) {
+  if (new_length == 0) {
+    release_from(0);
+    first_ = rows_ = 0;
+    return;
+  }
+  // A sliding layer's next query needs the window - 1 positions before it.
+  const int64_t lowest = window_ && first_ > 0 ? first_ + *window_ - 1 : first_;
+  check(new_length >= lowest && new_length <= length(), "kv trim: new length ", new_length, " outside [", lowest,
+        ", ", length(), "] (older positions were dropped)");
+  rows_ = new_length - first_;
+  const int64_t b = format_.block_rows;
+  release_from(size_t((rows_ + b - 1) / b));
+}
+
+void PagedKvLayer::read_plain_rows(int64_t row, int64_t count, float* k, float* v) const {
+  check(format_.codec == KvFormat::Codec::plain && row >= 0 && row + count <= rows_, "kv read: rows [", row, ", ",
+        row + count, ") of ", rows_, " plain rows");
+  const int64_t heads = format_.kv_heads, d = format_.head_dim;
+  for (int64_t t = 0; t < count; ++t)
+    for (int which = 0; which < 2; ++which)
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t r = row + t;
+        const std::byte* src = block_data_[size_t(r / format_.block_rows)] + format_.rows_offset(which, h) +
+                               (r % format_.block_rows) * format_.row_bytes(which);
+        float* dst = (which ? v : k) + (t * heads + h) * d;
+        if (format_.dtype == DType::f32)
+          std::memcpy(dst, src, size_t(d) * 4);
+        else
+          for (int64_t i = 0; i < d; ++i) dst[i] = bf16_to_f32(reinterpret_cast<const bf16_t*>(src)[i]);
+      }
+}
+
+}  // namespace fathom
