@@ -68,6 +68,24 @@ std::string page_url(const std::string& host, int port) {
   return "http://" + h + ":" + std::to_string(port) + "/";
 }
 
+// --prefix-cache: "N%" of `room` (what the budget leaves beside the model and
+// the server), or a byte size.
+int64_t prefix_cache_bytes(const std::string& text, int64_t room) {
+  if (text == "0") return 0;
+  if (!text.empty() && text.back() == '%') {
+    double percent = -1.0;
+    try {
+      size_t used = 0;
+      percent = std::stod(text.substr(0, text.size() - 1), &used);
+      if (used != text.size() - 1) percent = -1.0;
+    } catch (const std::exception&) {
+    }
+    check(percent >= 0.0 && percent <= 50.0, "--prefix-cache: a share must be 0% to 50%, got '", text, "'");
+    return int64_t(double(std::max<int64_t>(room, 0)) * percent / 100.0);
+  }
+  return parse_byte_size(text, "--prefix-cache");
+}
+
 }  // namespace
 
 Command add_serve_command(CLI::App& app) {
@@ -77,6 +95,7 @@ Command add_serve_command(CLI::App& app) {
     server::ServerOptions server;
     int64_t max_body_mib = 4;
     bool no_webui = false;
+    std::string prefix_cache = "10%";
   };
   auto o = std::make_shared<Options>();
   o->model.add_to(app);
@@ -93,6 +112,10 @@ Command add_serve_command(CLI::App& app) {
   app.add_option("--max-body-mib", o->max_body_mib, "largest request body in MiB")->capture_default_str();
   app.add_option("--max-running", o->server.max_running,
                  "requests the engine runs at once, sharing each step (the memory budget may allow fewer)")
+      ->capture_default_str();
+  app.add_option("--prefix-cache", o->prefix_cache,
+                 "memory for finished sequences kept so that requests sharing a prefix skip prefilling it: a size "
+                 "(512MiB) or a share of what the memory budget leaves beside the model (10%); 0 turns it off")
       ->capture_default_str();
   app.add_option("--max-queue", o->server.max_queued, "requests that may wait for the engine (429 beyond)")
       ->capture_default_str();
@@ -115,6 +138,7 @@ Command add_serve_command(CLI::App& app) {
     check(o->server.max_running > 0 && o->server.max_running <= 256, "--max-running must be in 1..256, got ",
           o->server.max_running);
     check(o->server.request_timeout_s > 0, "--request-timeout must be positive");
+    prefix_cache_bytes(o->prefix_cache, 0);  // a bad value fails before the model loads
     check(conn.max_connections >= 4 && conn.max_connections <= 4096, "--max-connections must be in 4..4096, got ",
           conn.max_connections);
     check(conn.header_timeout_s > 0 && conn.body_timeout_s > 0 && conn.idle_timeout_s > 0,
@@ -148,7 +172,8 @@ Command add_serve_command(CLI::App& app) {
     const int64_t overhead = std::max<int64_t>(0, resident_bytes() - predicted_fixed);
     // The policy sizes chunks in what the budget leaves once that is held.
     const auto policy = o->model.prefill_policy(contract, budget - overhead);
-    MemoryAdmission admission(contract, *policy, budget, predicted_fixed + overhead);
+    o->server.prefix_cache_bytes = prefix_cache_bytes(o->prefix_cache, budget - predicted_fixed - overhead);
+    MemoryAdmission admission(contract, *policy, budget, predicted_fixed + overhead + o->server.prefix_cache_bytes);
     const int64_t fitting = admission.longest_sequence(window);
     check(fitting > 0, "serve: the memory budget of ", budget, " bytes leaves no room for a sequence beside the ",
           admission.fixed(), " bytes the model and the server hold");
@@ -173,15 +198,16 @@ Command add_serve_command(CLI::App& app) {
                          std::to_string(ctx.window) + ")").c_str()
                       : "",
                   format_bytes(model->weight_bytes()).c_str(), format_bytes(resident_bytes()).c_str(),
-                  std::to_string(model->kv_bytes_at(1)).append(" bytes").c_str());
+                  std::to_string(model->kv_bytes_at(kKvBlockTokens) / kKvBlockTokens).append(" bytes").c_str());
       if (drafter)
         std::printf("  speculative decoding: %s, up to %lld draft tokens a step (%s)\n",
                     o->speculation.draft_model.empty() ? "prompt lookup"
                                                        : ("draft model " + o->speculation.draft_model).c_str(),
                     (long long)o->speculation.draft_tokens, o->speculation.draft_length.c_str());
-      std::printf("  memory budget %s (%s); the model and the server hold %s\n", format_bytes(budget).c_str(),
-                  o->model.memory_budget.empty() ? "90% of MemAvailable" : "--memory-budget",
-                  format_bytes(admission.fixed()).c_str());
+      std::printf("  memory budget %s (%s); the model and the server hold %s, the prefix cache up to %s\n",
+                  format_bytes(budget).c_str(), o->model.memory_budget.empty() ? "90% of MemAvailable" : "--memory-budget",
+                  format_bytes(admission.fixed() - o->server.prefix_cache_bytes).c_str(),
+                  format_bytes(o->server.prefix_cache_bytes).c_str());
       std::printf("  listening on http://%s:%d  (OpenAI: /v1/chat/completions /v1/completions /v1/models; "
                   "Anthropic: /v1/messages; /health /metrics /status)%s\n",
                   ctx.options.host.c_str(), port, ctx.options.api_key.empty() ? "" : "; API key required");

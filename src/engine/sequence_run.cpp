@@ -17,6 +17,11 @@ SamplingParams draft_params(SamplingParams p) {
 
 }  // namespace
 
+int64_t sequence_capacity(const GenerationRequest& request) {
+  const int64_t prompt = int64_t(request.prompt.size());
+  return std::max(prompt + std::max<int64_t>(request.max_new_tokens, 1), request.capacity);
+}
+
 SequenceRun::SequenceRun(const Model& model, const PrefillPolicy& policy, GenerationRequest request, OnToken on_token,
                          Speculation speculation, HeldSequence* held)
     : model_(model),
@@ -33,7 +38,7 @@ SequenceRun::SequenceRun(const Model& model, const PrefillPolicy& policy, Genera
   check(speculation.draft_tokens >= 0, "draft tokens must be >= 0, got ", speculation.draft_tokens);
   validate_token_ids(request_.prompt, vocab_);
   const int64_t prompt = int64_t(request_.prompt.size());
-  const int64_t capacity = std::max(prompt + std::max<int64_t>(request_.max_new_tokens, 1), request_.capacity);
+  const int64_t capacity = sequence_capacity(request_);
   take_held(capacity);
   if (!state_) state_ = model_.new_state(capacity);
   chunk_ = policy.chunk_size(prompt, capacity);

@@ -31,6 +31,10 @@ struct HeldSequence {
   std::vector<int32_t> tokens;  // what `state` holds, in order
 };
 
+// Tokens a run of this request may hold: the prompt and its new tokens (or
+// request.capacity when larger).
+int64_t sequence_capacity(const GenerationRequest& request);
+
 class SequenceRun {
  public:
   using OnToken = std::function<bool(const GeneratedToken&)>;

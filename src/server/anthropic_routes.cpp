@@ -17,6 +17,15 @@ std::string stop_reason_of(const GenerationSession& s, bool tool_use) {
   return s.finish_reason() == "stop" ? "end_turn" : "max_tokens";
 }
 
+// Anthropic counts input tokens read from the cache apart from the others:
+// input_tokens + cache_read_input_tokens is the whole prompt.
+ojson usage_of(const GenerationSession& s) {
+  return {{"input_tokens", s.prompt_tokens() - s.cached_tokens()},
+          {"cache_creation_input_tokens", 0},
+          {"cache_read_input_tokens", s.cached_tokens()},
+          {"output_tokens", s.completion_tokens()}};
+}
+
 ojson tool_use_block(const ToolCall& call) {
   ojson input = parse_json_bounded(call.arguments);
   if (input.is_discarded() || !input.is_object()) input = ojson::object();
@@ -84,7 +93,7 @@ class MessagesStream final : public SseFormatter {
     ojson stop_sequence = nullptr;
     out += sse_event("message_delta", {{"type", "message_delta"},
                                        {"delta", {{"stop_reason", stop_reason_of(s, tool_use)}, {"stop_sequence", stop_sequence}}},
-                                       {"usage", {{"output_tokens", s.completion_tokens()}}}});
+                                       {"usage", usage_of(s)}});
     return out + sse_event("message_stop", {{"type", "message_stop"}});
   }
 
@@ -155,7 +164,7 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
                   {"content", content},
                   {"stop_reason", stop_reason_of(*session, tool_use)},
                   {"stop_sequence", nullptr},
-                  {"usage", {{"input_tokens", session->prompt_tokens()}, {"output_tokens", session->completion_tokens()}}}};
+                  {"usage", usage_of(*session)}};
     return dump_json(body);
   });
 }

@@ -50,7 +50,8 @@ void Job::finish(std::string finish_reason, std::string error) {
 }
 
 EngineWorker::EngineWorker(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission,
-                           Metrics& metrics, size_t max_queued, Speculation speculation, size_t max_running)
+                           Metrics& metrics, size_t max_queued, Speculation speculation, size_t max_running,
+                           int64_t prefix_cache_bytes)
     : model_(model),
       policy_(policy),
       admission_(admission),
@@ -58,6 +59,7 @@ EngineWorker::EngineWorker(const Model& model, const PrefillPolicy& policy, Memo
       max_queued_(max_queued),
       max_running_(std::max<size_t>(1, max_running)),
       speculation_(speculation),
+      prefix_cache_(prefix_cache_bytes),
       thread_([this] { loop(); }) {}
 
 EngineWorker::~EngineWorker() {
@@ -124,6 +126,7 @@ struct EngineWorker::Running {
   std::shared_ptr<Job> job;
   int64_t bytes = 0;
   std::unique_ptr<Drafter> drafter;
+  HeldSequence held;  // the prefix cache's fork it starts from; its sequence when it ends
   std::unique_ptr<SequenceRun> run;
   std::string ended_by;  // "cancelled" or "timeout" when the job stopped early
   Clock::time_point last;
@@ -168,7 +171,14 @@ std::unique_ptr<EngineWorker::Running> EngineWorker::start(const std::shared_ptr
     r->drafter = speculation.drafter->fork();
     speculation.drafter = r->drafter.get();
   }
-  r->run = std::make_unique<SequenceRun>(model_, policy_, std::move(request), on_token, speculation);
+  ++metrics_.prefix_cache_lookups;
+  if (auto fork = prefix_cache_.lookup(request.prompt, sequence_capacity(request))) r->held = std::move(*fork);
+  r->run = std::make_unique<SequenceRun>(model_, policy_, std::move(request), on_token, speculation, &r->held);
+  if (const int64_t cached = r->run->reused_tokens(); cached > 0) {
+    job->cached_tokens = cached;
+    ++metrics_.prefix_cache_hits;
+    metrics_.prefix_cache_tokens += cached;
+  }
   return r;
 }
 
@@ -187,6 +197,8 @@ void EngineWorker::end(Running& r) {
     r.job->finish(reason);
   }
   admission_.release(r.bytes);
+  if (run.error().empty() && r.ended_by.empty()) prefix_cache_.insert(std::move(r.held));
+  metrics_.prefix_cache_bytes = prefix_cache_.bytes();
 }
 
 bool EngineWorker::admit(std::vector<std::unique_ptr<Running>>& running) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/admission.h"
+#include "engine/prefix_cache.h"
 #include "engine/generator.h"
 #include "engine/sequence_run.h"
 #include "engine/prefill_policy.h"
@@ -58,6 +59,8 @@ class Job {
   const JobSpec spec;
   const Clock::time_point enqueued;
   std::atomic<bool> cancelled{false};
+  // Prompt tokens that came from the prefix cache (set when the job starts).
+  std::atomic<int64_t> cached_tokens{0};
 
   enum class Next { token, finished, waiting };
   // Takes the next event, waiting up to `wait`. On finished, finish_reason() and error() are final.
@@ -84,9 +87,13 @@ class EngineWorker {
   // `admission` has charged its memory (make_job refused those that could
   // not fit even alone), so a job that fits later waits in the queue, and at
   // most `max_running` run at once. `speculation`: a drafter forked for each
-  // job (the caller keeps the original), and its draft length.
+  // job (the caller keeps the original), and its draft length. Finished
+  // sequences are kept in a prefix cache of `prefix_cache_bytes` (the caller
+  // charged them to the admission's fixed bytes); a job whose prompt shares
+  // a prefix with one starts from a fork of it.
   EngineWorker(const Model& model, const PrefillPolicy& policy, MemoryAdmission& admission, Metrics& metrics,
-               size_t max_queued, Speculation speculation = {}, size_t max_running = 16);
+               size_t max_queued, Speculation speculation = {}, size_t max_running = 16,
+               int64_t prefix_cache_bytes = 0);
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -109,6 +116,7 @@ class EngineWorker {
   Metrics& metrics_;
   const size_t max_queued_, max_running_;
   const Speculation speculation_;
+  PrefixCache prefix_cache_;  // the engine thread's alone
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;

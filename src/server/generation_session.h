@@ -46,6 +46,8 @@ class GenerationSession {
   std::optional<ApiError> failure() const;
   int64_t prompt_tokens() const { return int64_t(job_->spec.prompt.size()); }
   int64_t completion_tokens() const { return completion_tokens_; }
+  // Prompt tokens the prefix cache gave (known once the job has started).
+  int64_t cached_tokens() const { return job_->cached_tokens; }
 
  private:
   void emit(const std::string& text, Delta& out);

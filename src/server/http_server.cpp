@@ -53,6 +53,11 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
   // malloc arena of that size: cap the arenas (the connection layer also trims
   // after large requests).
   mallopt(M_ARENA_MAX, 4);
+  // A step's large working tensors are mapped and unmapped as they come and
+  // go, so resident memory follows what is live (the memory contract) instead
+  // of the largest steps ever run: fixing the threshold stops glibc raising it
+  // after each freed mapping and keeping such tensors in its arenas.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   // Bodies up to twice the limit are read and answered with a clean 413 by the
   // routes; beyond that the library refuses them without reading.
   const size_t payload_max = ctx.options.max_body_bytes * 2 + 1024;

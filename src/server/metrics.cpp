@@ -67,6 +67,13 @@ std::string Metrics::render(const MemoryReading& memory) const {
          drafted_tokens.load());
   scalar("fathom_spec_accepted_tokens_total", "counter", "Speculative decoding: draft tokens the target kept.",
          accepted_tokens.load());
+  scalar("fathom_prefix_cache_lookups_total", "counter", "Requests started (each looks in the prefix cache).",
+         prefix_cache_lookups.load());
+  scalar("fathom_prefix_cache_hits_total", "counter", "Requests that started from a cached prefix.",
+         prefix_cache_hits.load());
+  scalar("fathom_prefix_cache_tokens_saved_total", "counter", "Prompt tokens taken from the prefix cache, not prefilled.",
+         prefix_cache_tokens.load());
+  scalar("fathom_prefix_cache_bytes", "gauge", "Bytes the prefix cache's sequences hold.", prefix_cache_bytes.load());
   scalar("fathom_queue_depth", "gauge", "Requests waiting for the engine.", queue_depth.load());
   scalar("fathom_requests_running", "gauge", "Requests the engine is running.", running.load());
   scalar("fathom_kv_cache_bytes_in_use", "gauge", "KV-cache bytes held by running sequences.", kv_bytes_in_use.load());

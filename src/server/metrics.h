@@ -36,6 +36,10 @@ class Metrics {
   std::atomic<int64_t> cancelled{0};
   std::atomic<int64_t> drafted_tokens{0};   // speculative decoding: draft tokens verified
   std::atomic<int64_t> accepted_tokens{0};  // of those, kept
+  std::atomic<int64_t> prefix_cache_lookups{0};  // requests started
+  std::atomic<int64_t> prefix_cache_hits{0};     // of those, started from a cached prefix
+  std::atomic<int64_t> prefix_cache_tokens{0};   // prompt tokens those did not prefill
+  std::atomic<int64_t> prefix_cache_bytes{0};    // held by the cache's sequences
   Histogram time_to_first_token;
   Histogram inter_token_latency;
   Histogram request_duration;

@@ -16,6 +16,7 @@ std::string finish_reason_of(const GenerationSession& s, bool tool_calls) {
 
 ojson usage_of(const GenerationSession& s) {
   return {{"prompt_tokens", s.prompt_tokens()},
+          {"prompt_tokens_details", {{"cached_tokens", s.cached_tokens()}}},
           {"completion_tokens", s.completion_tokens()},
           {"total_tokens", s.prompt_tokens() + s.completion_tokens()}};
 }

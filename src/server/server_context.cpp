@@ -25,7 +25,8 @@ ServerContext::ServerContext(const Model& model, const MemoryContract& contract,
       context_length(admission.longest_sequence(window)),
       has_thinking(template_has_thinking(this->chat_template.source())),
       tool_format(detect_tool_call_format(this->chat_template.source())),
-      worker(model, policy, admission, metrics, this->options.max_queued, speculation, this->options.max_running) {}
+      worker(model, policy, admission, metrics, this->options.max_queued, speculation, this->options.max_running,
+             this->options.prefix_cache_bytes) {}
 
 Clock::time_point request_deadline(const ServerContext& ctx) {
   return Clock::now() + std::chrono::seconds(ctx.options.request_timeout_s);

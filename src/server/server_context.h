@@ -28,6 +28,7 @@ struct ServerOptions {
   size_t max_body_bytes = 4u << 20;
   size_t max_queued = 64;
   size_t max_running = 16;            // sequences the engine runs at once (continuous batching)
+  int64_t prefix_cache_bytes = 0;     // finished sequences kept for their prefixes (0: none)
   int request_timeout_s = 600;
   ConnectionLimits connections;
   bool webui = true;                  // the chat page at / (--no-webui: off)

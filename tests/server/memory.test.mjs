@@ -1,7 +1,8 @@
 // The memory contract in the server: under --memory-budget the context is what
 // fits, a request that cannot fit even alone is a 400 at once while the others
 // complete, resident memory stays under the budget, and a --ctx-size that
-// cannot fit stops the server before it serves.
+// cannot fit stops the server before it serves. (The prefix cache is off here:
+// its reservation is tested in prefix_cache.test.mjs.)
 import test from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -28,7 +29,7 @@ async function chat(url, body) {
 // before any request (read from a first start, since the tokenizer and the
 // HTTP threads are measured at start-up, not predicted).
 async function budgetFor(tokens) {
-  const probe = await startServer(["--model", model, "--memory-budget", "8GiB"]);
+  const probe = await startServer(["--model", model, "--prefix-cache", "0", "--memory-budget", "8GiB"]);
   const fixed = await metric(probe.url, "fathom_memory_predicted_bytes");
   await probe.stop();
   const f = fit(tokens);
@@ -37,7 +38,7 @@ async function budgetFor(tokens) {
 
 test("under a memory budget: the context is what fits, a request that cannot fit is a 400 at once, the rest complete, RSS stays under the budget", async () => {
   const budget = await budgetFor(1000);
-  const server = await startServer(["--model", model, "--memory-budget", String(budget)]);
+  const server = await startServer(["--model", model, "--prefix-cache", "0", "--memory-budget", String(budget)]);
   try {
     assert.match(server.output(), /the longest that fits the memory budget/);
     const models = await (await fetch(server.url + "/v1/models")).json();
@@ -99,11 +100,11 @@ test("under a memory budget: the context is what fits, a request that cannot fit
 test("a budget for two long requests at once: the third waits in the queue, then completes; RSS stays under the budget", async () => {
   // Room for two sequences of 700 tokens and half of a third.
   const f = fit(700);
-  const probe = await startServer(["--model", model, "--memory-budget", "8GiB"]);
+  const probe = await startServer(["--model", model, "--prefix-cache", "0", "--memory-budget", "8GiB"]);
   const fixed = await metric(probe.url, "fathom_memory_predicted_bytes");
   await probe.stop();
   const budget = Math.floor(fixed + 2.5 * (f.kv_bytes + f.transient_bytes));
-  const server = await startServer(["--model", model, "--memory-budget", String(budget), "--max-running", "8"]);
+  const server = await startServer(["--model", model, "--prefix-cache", "0", "--memory-budget", String(budget), "--max-running", "8"]);
   try {
     const prompt = (await chat(server.url, { max_tokens: 1 })).body.usage.prompt_tokens;
     let mostRunning = 0, mostWaiting = 0, polling = true;
@@ -133,8 +134,8 @@ test("a budget for two long requests at once: the third waits in the queue, then
 
 test("a --ctx-size that cannot fit the budget stops the server with the numbers", async () => {
   const budget = await budgetFor(500);
-  await assert.rejects(startServer(["--model", model, "--memory-budget", String(budget), "--ctx-size", "2000"]),
+  await assert.rejects(startServer(["--model", model, "--prefix-cache", "0", "--memory-budget", String(budget), "--ctx-size", "2000"]),
     (e) => /--ctx-size 2000 does not fit the memory budget of \d+ bytes: .* at most \d+ tokens fit/.test(e.message));
-  await assert.rejects(startServer(["--model", model, "--memory-budget", "1MiB"]),
+  await assert.rejects(startServer(["--model", model, "--prefix-cache", "0", "--memory-budget", "1MiB"]),
     (e) => /do not fit the memory budget/.test(e.message));
 });

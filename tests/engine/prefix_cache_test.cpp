@@ -1,0 +1,127 @@
+// The prefix cache: a request whose prompt shares a prefix with a finished
+// one starts from a fork of it, prefills only the rest and answers as a fresh
+// run does, on dense, sliding-window and hybrid fixtures under every KV
+// scheme; recurrent layers reuse only a sequence the prompt extends; the
+// cache stays within its bytes; every block goes back to the pool.
+#include "engine/prefix_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "engine/run_step.h"
+#include "test_util.h"
+
+namespace fathom {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Answer {
+  std::vector<int32_t> ids;
+  int64_t reused = 0;
+};
+
+// Runs one request alone; with a cache, starts from its best fork and keeps the sequence after.
+Answer run(const Model& model, const GenerationRequest& request, PrefixCache* cache) {
+  HeldSequence held;
+  if (cache)
+    if (auto fork = cache->lookup(request.prompt, sequence_capacity(request))) held = std::move(*fork);
+  const FixedPrefillPolicy policy(8);
+  Answer answer;
+  {
+    SequenceRun r(model, policy, request, {}, {}, &held);
+    SequenceRun* const runs[] = {&r};
+    while (!r.finished()) run_step(model, runs, kStepTokens);
+    EXPECT_EQ(r.error(), "");
+    answer = {r.result().ids, r.reused_tokens()};
+  }
+  if (cache) cache->insert(std::move(held));
+  return answer;
+}
+
+class PrefixCacheOnFixtures : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PrefixCacheOnFixtures, SharedPrefixesAreNotPrefilledAgain) {
+  std::mt19937 rng(std::random_device{}());
+  for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), /*quantized_start=*/20)) {
+    SCOPED_TRACE(scheme.cache_key());
+    LoadOptions o;
+    o.kv_scheme = scheme;
+    auto model = load_model((fs::path(FATHOM_FIXTURES_DIR) / "parity" / GetParam()).string(), o);
+    const int64_t vocab = model->config().vocab_size;
+    const bool recurrent = model->config().linear_attention.has_value();
+    const auto system = testing::random_ids(40, vocab, rng);
+    auto request = [&](std::vector<int32_t> prompt) {
+      GenerationRequest r;
+      r.prompt = std::move(prompt);
+      r.max_new_tokens = 5;
+      r.sampling.temperature = 0.0f;
+      return r;
+    };
+    auto with = [](std::vector<int32_t> a, const std::vector<int32_t>& b) {
+      a.insert(a.end(), b.begin(), b.end());
+      return a;
+    };
+    {
+      PrefixCache cache(int64_t(1) << 30);
+      auto first_user = testing::random_ids(7, vocab, rng), second_user = testing::random_ids(9, vocab, rng);
+      second_user[0] = (first_user[0] + 1) % int32_t(vocab);  // the prompts part right after the system prompt
+      const GenerationRequest first = request(with(system, first_user)), second = request(with(system, second_user));
+      EXPECT_EQ(run(*model, first, &cache).reused, 0) << "an empty cache";
+      EXPECT_EQ(cache.entries(), 1);
+
+      const Answer shared = run(*model, second, &cache);
+      EXPECT_EQ(shared.ids, run(*model, second, nullptr).ids);
+      // A recurrent state cannot go back to the end of the system prompt.
+      EXPECT_EQ(shared.reused, recurrent ? 0 : 40);
+
+      // The next turn of the first conversation extends its whole sequence.
+      const GenerationRequest next = request(with(with(first.prompt, run(*model, first, nullptr).ids),
+                                                  testing::random_ids(4, vocab, rng)));
+      const Answer resumed = run(*model, next, &cache);
+      EXPECT_EQ(resumed.ids, run(*model, next, nullptr).ids);
+      EXPECT_EQ(resumed.reused, int64_t(first.prompt.size()) + 5 - 1) << "every token the first run held";
+      EXPECT_LE(cache.bytes(), cache.max_bytes());
+    }
+    EXPECT_EQ(model->kv_pool().used_blocks(), 0) << "the cache and its forks gave every block back";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, PrefixCacheOnFixtures,
+                         ::testing::Values("qwen3_untied_4layer", "gemma3_sliding", "qwen3_5_text"),
+                         [](const auto& info) { return info.param; });
+
+TEST(PrefixCache, StaysWithinItsBytesDroppingTheLeastRecentlyUsed) {
+  auto model = load_model((fs::path(FATHOM_FIXTURES_DIR) / "parity" / "qwen3_untied_4layer").string(), {});
+  std::mt19937 rng(std::random_device{}());
+  auto sequence = [&](int64_t n) {
+    HeldSequence s;
+    s.tokens = testing::random_ids(n, model->config().vocab_size, rng);
+    s.state = model->new_state(n + 1);
+    model->forward(s.tokens, *s.state, false);
+    return s;
+  };
+  HeldSequence a = sequence(40), b = sequence(40), c = sequence(40);
+  const auto a_tokens = a.tokens, b_tokens = b.tokens, c_tokens = c.tokens;
+  const int64_t one = a.state->bytes();
+  PrefixCache cache(2 * one);
+  cache.insert(std::move(a));
+  cache.insert(std::move(b));
+  EXPECT_EQ(cache.entries(), 2);
+  ASSERT_TRUE(cache.lookup(a_tokens, 64)) << "a is used again, so b is the least recently used";
+  cache.insert(std::move(c));
+  EXPECT_EQ(cache.entries(), 2);
+  EXPECT_LE(cache.bytes(), 2 * one);
+  EXPECT_TRUE(cache.lookup(a_tokens, 64));
+  EXPECT_TRUE(cache.lookup(c_tokens, 64));
+  EXPECT_FALSE(cache.lookup(b_tokens, 64)) << "b was dropped";
+
+  PrefixCache tiny(one - 1);
+  tiny.insert(sequence(40));
+  EXPECT_EQ(tiny.entries(), 0) << "a sequence larger than the cache is not kept";
+}
+
+}  // namespace
+}  // namespace fathom
