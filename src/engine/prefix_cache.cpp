@@ -35,6 +35,17 @@ std::optional<HeldSequence> PrefixCache::lookup(const std::vector<int32_t>& prom
   return fork;
 }
 
+void PrefixCache::checkpoint(const SequenceState& state, const std::vector<int32_t>& prompt, int64_t& last) {
+  const bool recurrent = std::any_of(state.recurrent.begin(), state.recurrent.end(), [](const auto& r) { return bool(r); });
+  const int64_t length = state.length();
+  if (!recurrent || !state.valid() || length / kCheckpointTokens <= last / kCheckpointTokens) return;
+  last = length;
+  HeldSequence copy;
+  copy.state = state.fork(length);
+  copy.tokens.assign(prompt.begin(), prompt.begin() + length);
+  insert(std::move(copy));
+}
+
 void PrefixCache::insert(HeldSequence sequence) {
   if (!sequence.state || !sequence.state->valid() || sequence.tokens.empty()) return;
   Entry entry;

@@ -28,6 +28,13 @@ class PrefixCache {
   // can go back, the new one serves all their prompts) and then the least
   // recently used until it fits. A sequence larger than the cache is dropped.
   void insert(HeldSequence sequence);
+  // A state that cannot go back (recurrent layers) serves only prompts that
+  // extend all of its tokens, so a long prompt is kept at points along its
+  // prefill too: a copy of `state` (sharing its KV blocks) each time the run
+  // passes another kCheckpointTokens tokens of it. Call after each step;
+  // `last` is the length checkpointed before (updated).
+  void checkpoint(const SequenceState& state, const std::vector<int32_t>& prompt, int64_t& last);
+  static constexpr int64_t kCheckpointTokens = 512;
 
   int64_t max_bytes() const { return max_bytes_; }
   int64_t bytes() const { return bytes_; }

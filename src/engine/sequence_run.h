@@ -69,6 +69,10 @@ class SequenceRun {
   int64_t reused_tokens() const { return reused_; }
   const std::string& error() const { return error_; }
   int64_t state_bytes() const { return state_ ? state_->bytes() : 0; }
+  // While prefilling: the state, which holds the prompt's first prefilled_tokens() tokens.
+  const SequenceState* prefill_state() const { return prefilling() ? state_.get() : nullptr; }
+  int64_t prefilled_tokens() const { return prefilled_; }
+  const std::vector<int32_t>& prompt() const { return request_.prompt; }
 
  private:
   enum class Phase { prefill, decode, finished };

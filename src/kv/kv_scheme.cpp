@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
-#include "kv/affine_codec.h"
 
 namespace fathom {
 namespace {
@@ -38,17 +37,6 @@ std::string LayerCodec::label() const {
     case Kind::turbo: return "turbo-k" + std::to_string(k_bits) + "v" + std::to_string(v_bits);
   }
   return "?";
-}
-
-int64_t LayerCodec::bytes_per_head_token(int64_t head_dim, int64_t plain_bytes) const {
-  switch (kind) {
-    case Kind::plain: return 2 * head_dim * plain_bytes;
-    case Kind::affine:  // packed codes + a bf16 scale and bias per group, for K and V
-      return 2 * (packed_code_words(head_dim, bits) * 4 + (head_dim / group_size) * 2 * 2);
-    case Kind::turbo:  // packed codes + an f32 norm, K and V at their own bits
-      return packed_code_words(head_dim, k_bits) * 4 + 4 + packed_code_words(head_dim, v_bits) * 4 + 4;
-  }
-  return 0;
 }
 
 KvFormat LayerCodec::format(int64_t kv_heads, int64_t head_dim, DType plain_dtype, int64_t block_bytes) const {

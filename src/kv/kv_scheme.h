@@ -25,9 +25,6 @@ struct LayerCodec {
 
   // "bf16", "kv4", "kv4-g32", "turbo-k3v4".
   std::string label() const;
-  // Bytes one token of one kv head takes in K plus V; plain storage uses
-  // elements of plain_bytes (2 for bf16, 4 for f32 compute).
-  int64_t bytes_per_head_token(int64_t head_dim, int64_t plain_bytes = 2) const;
   // How a layer with this codec lays its rows out in blocks of `block_bytes`
   // (plain: rows of plain_dtype).
   KvFormat format(int64_t kv_heads, int64_t head_dim, DType plain_dtype, int64_t block_bytes) const;

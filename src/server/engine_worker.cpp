@@ -129,6 +129,7 @@ struct EngineWorker::Running {
   HeldSequence held;  // the prefix cache's fork it starts from; its sequence when it ends
   std::unique_ptr<SequenceRun> run;
   std::string ended_by;  // "cancelled" or "timeout" when the job stopped early
+  int64_t checkpointed = 0;  // prompt tokens last kept in the prefix cache mid-prefill
   Clock::time_point last;
   bool first = true;
 };
@@ -198,7 +199,6 @@ void EngineWorker::end(Running& r) {
   }
   admission_.release(r.bytes);
   if (run.error().empty() && r.ended_by.empty()) prefix_cache_.insert(std::move(r.held));
-  metrics_.prefix_cache_bytes = prefix_cache_.bytes();
 }
 
 bool EngineWorker::admit(std::vector<std::unique_ptr<Running>>& running) {
@@ -267,11 +267,15 @@ void EngineWorker::loop() {
         end(**it);
         it = running.erase(it);
       } else {
-        kv_bytes += (*it)->run->state_bytes();
+        Running& r = **it;
+        if (const SequenceState* state = r.run->prefill_state())
+          prefix_cache_.checkpoint(*state, r.run->prompt(), r.checkpointed);
+        kv_bytes += r.run->state_bytes();
         ++it;
       }
     }
     metrics_.kv_bytes_in_use = kv_bytes;
+    metrics_.prefix_cache_bytes = prefix_cache_.bytes();
     metrics_.running = int64_t(running.size());
   }
 }

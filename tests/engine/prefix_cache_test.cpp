@@ -23,17 +23,23 @@ struct Answer {
   int64_t reused = 0;
 };
 
-// Runs one request alone; with a cache, starts from its best fork and keeps the sequence after.
-Answer run(const Model& model, const GenerationRequest& request, PrefixCache* cache) {
+// Runs one request alone; with a cache, starts from its best fork, keeps
+// checkpoints along the prefill (as the server does after each step) and the
+// sequence after.
+Answer run(const Model& model, const GenerationRequest& request, PrefixCache* cache, int64_t chunk = 8) {
   HeldSequence held;
   if (cache)
     if (auto fork = cache->lookup(request.prompt, sequence_capacity(request))) held = std::move(*fork);
-  const FixedPrefillPolicy policy(8);
+  const FixedPrefillPolicy policy(chunk);
   Answer answer;
   {
     SequenceRun r(model, policy, request, {}, {}, &held);
     SequenceRun* const runs[] = {&r};
-    while (!r.finished()) run_step(model, runs, kStepTokens);
+    int64_t checkpointed = 0;
+    while (!r.finished()) {
+      run_step(model, runs, kStepTokens);
+      if (cache && r.prefill_state()) cache->checkpoint(*r.prefill_state(), r.prompt(), checkpointed);
+    }
     EXPECT_EQ(r.error(), "");
     answer = {r.result().ids, r.reused_tokens()};
   }
@@ -92,6 +98,32 @@ TEST_P(PrefixCacheOnFixtures, SharedPrefixesAreNotPrefilledAgain) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, PrefixCacheOnFixtures,
                          ::testing::Values("qwen3_untied_4layer", "gemma3_sliding", "qwen3_5_text"),
                          [](const auto& info) { return info.param; });
+
+// A hybrid model's state cannot go back, so a long prompt is kept at
+// checkpoints along its prefill: another prompt sharing its first 600 tokens
+// starts from the checkpoint at 512.
+TEST(PrefixCache, HybridPromptsResumeFromPrefillCheckpoints) {
+  auto model = load_model((fs::path(FATHOM_FIXTURES_DIR) / "parity" / "qwen3_5_text").string(), {});
+  std::mt19937 rng(std::random_device{}());
+  const int64_t vocab = model->config().vocab_size;
+  const auto system = testing::random_ids(600, vocab, rng);
+  auto request = [&](int32_t user) {
+    GenerationRequest r;
+    r.prompt = system;
+    r.prompt.push_back(user);
+    r.prompt.push_back(user);
+    r.max_new_tokens = 4;
+    r.sampling.temperature = 0.0f;
+    return r;
+  };
+  PrefixCache cache(int64_t(1) << 30);
+  EXPECT_EQ(run(*model, request(1), &cache, 256).reused, 0);
+  EXPECT_EQ(cache.entries(), 2) << "a checkpoint at 512 tokens and the finished sequence";
+  const GenerationRequest other = request(2);
+  const Answer resumed = run(*model, other, &cache, 256);
+  EXPECT_EQ(resumed.reused, PrefixCache::kCheckpointTokens);
+  EXPECT_EQ(resumed.ids, run(*model, other, nullptr, 256).ids);
+}
 
 TEST(PrefixCache, StaysWithinItsBytesDroppingTheLeastRecentlyUsed) {
   auto model = load_model((fs::path(FATHOM_FIXTURES_DIR) / "parity" / "qwen3_untied_4layer").string(), {});
