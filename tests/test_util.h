@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "io/model_config.h"
 #include "kv/kv_scheme.h"
+#include "model/model.h"
 
 namespace fathom::testing {
 
@@ -60,6 +61,13 @@ inline std::vector<std::string> parity_fixtures() {
     if (fs::exists(e.path() / "config.json")) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// A committed tiny model (tests/fixtures/parity/<fixture>) storing KV as `scheme` says.
+inline std::unique_ptr<Model> load_fixture(const std::string& fixture, const KvScheme& scheme = KvScheme::bf16()) {
+  LoadOptions o;
+  o.kv_scheme = scheme;
+  return load_model((std::filesystem::path(FATHOM_FIXTURES_DIR) / "parity" / fixture).string(), o);
 }
 
 // bf16, and the affine kv4 scheme with its delayed start at `quantized_start`

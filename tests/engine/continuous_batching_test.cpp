@@ -4,7 +4,6 @@
 // fixture (f32), with plain, delayed-start affine and TurboQuant KV.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <random>
 
 #include "core/error.h"
@@ -16,14 +15,7 @@
 namespace fathom {
 namespace {
 
-namespace fs = std::filesystem;
-const fs::path kParityDir = fs::path(FATHOM_FIXTURES_DIR) / "parity";
-
-std::unique_ptr<Model> load(const std::string& fixture, const KvScheme& scheme) {
-  LoadOptions o;
-  o.kv_scheme = scheme;
-  return load_model((kParityDir / fixture).string(), o);
-}
+using testing::load_fixture;
 
 // Runs the requests in one continuous batch, request i joining at step i·stagger.
 std::vector<GenerationResult> batched(const Model& model, const PrefillPolicy& policy,
@@ -51,7 +43,7 @@ class ContinuousBatching : public ::testing::TestWithParam<std::string> {};
 TEST_P(ContinuousBatching, EverySequenceGetsItsTokensAlone) {
   std::mt19937 rng(std::random_device{}());
   for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), /*quantized_start=*/20)) {
-    auto model = load(GetParam(), scheme);
+    auto model = load_fixture(GetParam(), scheme);
     const int64_t vocab = model->config().vocab_size;
     // Prompts from 3 to 40 tokens (prefill chunks of 8 beside decode rows),
     // lengths from 5 to 14 (some leave while others still decode), one stopping at an id.
@@ -82,7 +74,7 @@ TEST_P(ContinuousBatching, EverySequenceGetsItsTokensAlone) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ContinuousBatching, ::testing::ValuesIn(testing::parity_fixtures()));
 
 TEST(ContinuousBatching, SampledSequencesKeepTheirOwnDraws) {
-  auto model = load("qwen3_untied_4layer", KvScheme::bf16());
+  auto model = load_fixture("qwen3_untied_4layer");
   std::mt19937 rng(std::random_device{}());
   std::vector<GenerationRequest> requests;
   for (int i = 0; i < 4; ++i) {
@@ -123,7 +115,7 @@ class LookupOrRepeat final : public Drafter {
 // per-position states inside the batch).
 TEST(ContinuousBatching, SpeculativeRunsInOneBatch) {
   for (const char* fixture : {"qwen3_untied_4layer", "qwen3_5_text", "gemma3_sliding"}) {
-    auto model = load(fixture, KvScheme::bf16());
+    auto model = load_fixture(fixture);
     std::mt19937 rng(std::random_device{}());
     std::vector<GenerationRequest> requests;
     for (int i = 0; i < 3; ++i) {
@@ -164,7 +156,7 @@ TEST(ContinuousBatching, SpeculativeRunsInOneBatch) {
 // new prompt leaves the held tokens, and keep them when it only extends them.
 TEST(HeldSequence, TheNextTurnPrefillsOnlyWhatChanged) {
   for (const char* fixture : {"qwen3_untied_4layer", "gemma3_sliding", "qwen3_5_text"}) {
-    auto model = load(fixture, KvScheme::bf16());
+    auto model = load_fixture(fixture);
     std::mt19937 rng(std::random_device{}());
     const int64_t vocab = model->config().vocab_size;
     const FixedPrefillPolicy policy(8);
@@ -209,7 +201,7 @@ TEST(HeldSequence, TheNextTurnPrefillsOnlyWhatChanged) {
 }
 
 TEST(ContinuousBatching, AStoppedRunLeavesAndTheOthersGoOn) {
-  auto model = load("qwen3_untied_4layer", KvScheme::bf16());
+  auto model = load_fixture("qwen3_untied_4layer");
   std::mt19937 rng(std::random_device{}());
   GenerationRequest a, b;
   a.prompt = testing::random_ids(30, model->config().vocab_size, rng);

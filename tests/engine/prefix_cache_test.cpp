@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <random>
 
 #include "engine/run_step.h"
@@ -15,8 +14,6 @@
 
 namespace fathom {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct Answer {
   std::vector<int32_t> ids;
@@ -53,9 +50,7 @@ TEST_P(PrefixCacheOnFixtures, SharedPrefixesAreNotPrefilledAgain) {
   std::mt19937 rng(std::random_device{}());
   for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), /*quantized_start=*/20)) {
     SCOPED_TRACE(scheme.cache_key());
-    LoadOptions o;
-    o.kv_scheme = scheme;
-    auto model = load_model((fs::path(FATHOM_FIXTURES_DIR) / "parity" / GetParam()).string(), o);
+    auto model = testing::load_fixture(GetParam(), scheme);
     const int64_t vocab = model->config().vocab_size;
     const bool recurrent = model->config().linear_attention.has_value();
     const auto system = testing::random_ids(40, vocab, rng);
@@ -103,7 +98,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PrefixCacheOnFixtures,
 // checkpoints along its prefill: another prompt sharing its first 600 tokens
 // starts from the checkpoint at 512.
 TEST(PrefixCache, HybridPromptsResumeFromPrefillCheckpoints) {
-  auto model = load_model((fs::path(FATHOM_FIXTURES_DIR) / "parity" / "qwen3_5_text").string(), {});
+  auto model = testing::load_fixture("qwen3_5_text");
   std::mt19937 rng(std::random_device{}());
   const int64_t vocab = model->config().vocab_size;
   const auto system = testing::random_ids(600, vocab, rng);
@@ -126,7 +121,7 @@ TEST(PrefixCache, HybridPromptsResumeFromPrefillCheckpoints) {
 }
 
 TEST(PrefixCache, StaysWithinItsBytesDroppingTheLeastRecentlyUsed) {
-  auto model = load_model((fs::path(FATHOM_FIXTURES_DIR) / "parity" / "qwen3_untied_4layer").string(), {});
+  auto model = testing::load_fixture("qwen3_untied_4layer");
   std::mt19937 rng(std::random_device{}());
   auto sequence = [&](int64_t n) {
     HeldSequence s;

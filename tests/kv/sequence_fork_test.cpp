@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <filesystem>
 #include <random>
 
 #include "core/error.h"
@@ -15,8 +14,6 @@
 
 namespace fathom {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Logits of the last of `steps`, each run as one step on a fresh sequence;
 // with `trim_to`, the sequence goes back to that length before the last.
@@ -37,9 +34,7 @@ TEST_P(SequenceFork, ForksShareBlocksAndContinueExactly) {
   std::mt19937 rng(std::random_device{}());
   for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), /*quantized_start=*/20)) {
     SCOPED_TRACE(scheme.cache_key());
-    LoadOptions o;
-    o.kv_scheme = scheme;
-    auto model = load_model((fs::path(FATHOM_FIXTURES_DIR) / "parity" / GetParam()).string(), o);
+    auto model = testing::load_fixture(GetParam(), scheme);
     const int64_t vocab = model->config().vocab_size;
     const auto a = testing::random_ids(37, vocab, rng), b = testing::random_ids(9, vocab, rng),
                c = testing::random_ids(13, vocab, rng);
