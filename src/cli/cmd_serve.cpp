@@ -198,7 +198,7 @@ Command add_serve_command(CLI::App& app) {
                          std::to_string(ctx.window) + ")").c_str()
                       : "",
                   format_bytes(model->weight_bytes()).c_str(), format_bytes(resident_bytes()).c_str(),
-                  std::to_string(model->kv_bytes_at(kKvBlockTokens) / kKvBlockTokens).append(" bytes").c_str());
+                  std::to_string(model->kv_bytes_per_token()).append(" bytes").c_str());
       if (drafter)
         std::printf("  speculative decoding: %s, up to %lld draft tokens a step (%s)\n",
                     o->speculation.draft_model.empty() ? "prompt lookup"

@@ -80,6 +80,10 @@ int64_t Model::kv_bytes_at(int64_t tokens) const {
   return kv_scheme_.bytes_at(config(), tokens, int64_t(dtype_size(plain_kv_dtype())), sliding_step_);
 }
 
+int64_t Model::kv_bytes_per_token() const {
+  return (kv_bytes_at(2 * kKvBlockTokens) - kv_bytes_at(kKvBlockTokens)) / kKvBlockTokens;
+}
+
 KvBlockPool& Model::kv_pool() const {
   std::call_once(pool_once_, [&] { pool_ = std::make_shared<KvBlockPool>(kv_block_bytes(config(), plain_kv_dtype())); });
   return *pool_;

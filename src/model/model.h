@@ -52,6 +52,9 @@ class Model {
   const KvScheme& kv_scheme() const { return kv_scheme_; }
   // Exact KV bytes of one sequence holding `tokens` tokens under this model's scheme.
   int64_t kv_bytes_at(int64_t tokens) const;
+  // What each further token adds, averaged over a block (fixed recurrent
+  // state left out): blocks are taken kKvBlockTokens tokens at a time.
+  int64_t kv_bytes_per_token() const;
   // Bytes of weights in memory (mapped plus converted).
   virtual int64_t weight_bytes() const = 0;
   virtual std::string backend_name() const = 0;

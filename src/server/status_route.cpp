@@ -38,7 +38,7 @@ ojson status_json(const ServerContext& ctx) {
       {"context", {{"length", ctx.context_length}, {"window", ctx.window}}},
       {"kv",
        {{"cache_key", scheme.cache_key()},
-        {"bytes_per_token", ctx.model.kv_bytes_at(1)},
+        {"bytes_per_token", ctx.model.kv_bytes_per_token()},
         {"bytes_at_context", ctx.model.kv_bytes_at(ctx.context_length)},
         {"layout", ojson::parse(scheme.describe(config).dump())}}},
       {"memory",
