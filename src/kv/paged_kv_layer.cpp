@@ -93,7 +93,11 @@ void PagedKvLayer::append(const Tensor& k, const Tensor& v) {
         block_data_.push_back(block_data_.front());
         blocks_.erase(blocks_.begin());
         block_data_.erase(block_data_.begin());
-        make_private(blocks_.size() - 1);  // a fork may still read it
+        if (pool_->shared(blocks_.back())) {  // a fork still reads it: take a fresh one
+          pool_->release(blocks_.back());
+          blocks_.back() = pool_->acquire();
+          block_data_.back() = blocks_.back()->data;
+        }
         first_ += b;
         rows_ -= b;
       } else {
@@ -132,9 +136,9 @@ void PagedKvLayer::encode(bool values, int64_t head, int64_t row, const float* x
       return;
     }
     case KvFormat::Codec::codebook: {
-      std::vector<float> rotated(x, x + f.head_dim);
-      rotation_->apply(rotated.data());
-      turbo_quantize_row(rotated.data(), f.head_dim, lloyd_max_codebook(values ? f.v_bits : f.k_bits),
+      rotated_.assign(x, x + f.head_dim);
+      rotation_->apply(rotated_.data());
+      turbo_quantize_row(rotated_.data(), f.head_dim, lloyd_max_codebook(values ? f.v_bits : f.k_bits),
                          reinterpret_cast<uint32_t*>(dst),
                          reinterpret_cast<float*>(block + f.scales_offset(values, head)) + r);
       return;

@@ -55,6 +55,7 @@ class PagedKvLayer final : public KvLayer {
   uint64_t rotation_seed_;
   std::optional<HadamardRotation> rotation_;  // codebook formats
   std::array<float, 16> k_table_{}, v_table_{};
+  std::vector<float> rotated_;  // codebook formats: the row being encoded, rotated
   std::vector<KvBlock*> blocks_;
   std::vector<std::byte*> block_data_;  // the block table attention reads
   int64_t first_ = 0;  // position of row 0 (of blocks_[0]'s first row)

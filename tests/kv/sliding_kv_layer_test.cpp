@@ -113,6 +113,37 @@ TEST(SlidingKvLayer, TrimsBackOnlyToHeldPositions) {
   EXPECT_EQ(p.sliding->first_position(), 0);
 }
 
+// A fork shares the ring's blocks; as both go on with other rows, reusing
+// their oldest blocks, neither overwrites what the other still reads.
+TEST(SlidingKvLayer, ForksGoOnIndependently) {
+  auto rng = fresh_rng();
+  auto backend = make_cpu_backend();
+  const int64_t window = 5, step = 2;
+  Pair a = make_pair(LayerCodec{}, window, step, 100, 0);
+  auto rows = [&](int64_t n) { return random_tensor({n, kKvHeads, kHeadDim}, DType::f32, rng); };
+  for (int64_t i = 0; i < 13; ++i) {
+    Tensor k = rows(1), v = rows(1);
+    a.sliding->append(k, v);
+    a.full->append(k, v);
+  }
+  Pair b{a.sliding->fork(100), a.full->fork(100)};
+  for (int64_t pos = 13; pos < 40; pos += step)
+    for (Pair* p : {&a, &b}) {
+      Tensor k = rows(step), v = rows(step), q = random_tensor({step, kHeads, kHeadDim}, DType::f32, rng);
+      p->sliding->append(k, v);
+      p->full->append(k, v);
+      AttentionParams params;
+      params.scale = 0.2f;
+      params.first_position = pos;
+      params.window = window;
+      Tensor got = Tensor::empty(q.shape(), DType::f32), want = Tensor::empty(q.shape(), DType::f32);
+      p->sliding->attend(*backend, q, params, got);
+      p->full->attend(*backend, q, params, want);
+      ASSERT_LE(testing::relative_error(got.data<float>(), want.data<float>(), got.numel()), 1e-6) << "at " << pos;
+    }
+  EXPECT_GT(b.sliding->first_position(), 13) << "the fork reused blocks it had shared";
+}
+
 TEST(SlidingKvLayer, RejectsAStepLongerThanItWasMadeFor) {
   auto rng = fresh_rng();
   Pair p = make_pair(LayerCodec{}, 4, 2, 100, 0);
