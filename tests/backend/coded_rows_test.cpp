@@ -79,10 +79,8 @@ CodedCache codebook_cache(int bits, int64_t d, std::mt19937_64& rng) {
     for (float& e : x) e = value(rng);
     float norm = 0.0f;
     turbo_quantize_row(x.data(), d, book, &c.codes[j * words], &norm);
-    // Widened as turbo_dequantize_row does (table scaled by norm / √d), but
-    // with the plain unpacking: the AVX-512 dequant_table_row reads 1-bit
-    // codes wrongly (codes16 loads no words when 32 codes fit one word), and
-    // the engine only stores 2–4-bit codebooks.
+    // Widened as turbo_dequantize_row does (table scaled by norm / √d), with
+    // the plain unpacking (the reference of the reference).
     c.row_scales[j] = norm / std::sqrt(float(d));
     float table[16];
     for (size_t e = 0; e < book.centroids.size(); ++e) table[e] = c.row_scales[j] * book.centroids[e];

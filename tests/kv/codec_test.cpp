@@ -42,7 +42,7 @@ TEST(AffineCodec, PackingRoundTripsEveryWidth) {
 
 TEST(AffineCodec, FastDequantizationMatchesReference) {
   auto rng = fresh_rng();
-  for (int bits : {2, 3, 4, 6, 8})
+  for (int bits : {1, 2, 3, 4, 6, 8})
     for (int group : {32, 64, 128}) {
       const int64_t dim = 128;
       std::vector<uint32_t> codes(static_cast<size_t>(dim * bits / 32));
@@ -65,7 +65,7 @@ TEST(AffineCodec, FastDequantizationMatchesReference) {
 
 TEST(AffineCodec, RoundTripErrorIsWithinHalfAStep) {
   auto rng = fresh_rng();
-  for (int bits : {2, 3, 4, 6, 8})
+  for (int bits : {1, 2, 3, 4, 6, 8})
     for (int group : {32, 64, 128}) {
       const AffineLayout layout{bits, group, 128};
       Tensor x = random_tensor({128}, DType::f32, rng, 2.0f);

@@ -130,9 +130,13 @@ inline __m512i codes16(const uint32_t* words, int bits, int64_t i) {
   if ((bits & (bits - 1)) == 0) {
     const int per_word = 32 / bits;
     const __m512i word_of_lane = _mm512_srli_epi32(lane, __builtin_ctz(per_word));
-    const __m512i shift =
-        _mm512_mullo_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(per_word - 1)), _mm512_set1_epi32(bits));
-    const __m512i w = _mm512_maskz_loadu_epi32(__mmask16((1u << (16 / per_word)) - 1), words + i / per_word);
+    // 1-bit codes: 16 codes are half a word, and may start at its middle.
+    const int first_bit = int(i % per_word) * bits;
+    const __m512i shift = _mm512_add_epi32(
+        _mm512_mullo_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(per_word - 1)), _mm512_set1_epi32(bits)),
+        _mm512_set1_epi32(first_bit));
+    const int words_read = std::max(1, 16 / per_word);
+    const __m512i w = _mm512_maskz_loadu_epi32(__mmask16((1u << words_read) - 1), words + i / per_word);
     return _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(word_of_lane, w), shift), mask);
   }
   const __m512i at = _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32(bits)),
