@@ -21,8 +21,8 @@
 #include "backend/cpu/coded_rows.h"
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
-#include "kv/affine_codec.h"
-#include "kv/turbo_codec.h"
+#include "backend/affine_codec.h"
+#include "backend/turbo_codec.h"
 
 namespace fathom {
 namespace {

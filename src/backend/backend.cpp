@@ -108,3 +108,14 @@ void Backend::attention(const Tensor& q, const KvView& kv, const AttentionParams
 }
 
 }  // namespace fathom
+
+namespace fathom {
+
+std::shared_ptr<Backend> make_backend(const std::string& device) {
+  if (device == "cpu") return make_cpu_backend();
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0)
+    fail("--device ", device, ": this build of fathom has no CUDA backend (it was built without nvcc)");
+  fail("--device: unknown device \"", device, "\" (cpu, cuda or cuda:N)");
+}
+
+}  // namespace fathom

@@ -1,6 +1,9 @@
 #pragma once
 // The device-agnostic op API. Public methods check shapes and dtypes and then
-// dispatch to a device's implementation; model code only ever calls these.
+// dispatch to a device's implementation; model code only ever calls these, so
+// the same model file runs wherever a backend implements them. Tensors an op
+// takes live on the backend's device; host data (token ids, the rows an op
+// gathers) comes as std::vector and the backend moves it where it needs it.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -21,10 +24,36 @@ struct AttentionParams {
   std::optional<int64_t> window;
 };
 
+// The sizes of a Gated DeltaNet layer's delta rule (value head h reads key head
+// h / (value_heads / key_heads)).
+struct DeltaRuleShape {
+  int64_t key_heads = 0, value_heads = 0, key_head_dim = 0, value_head_dim = 0;
+  int64_t key_dim() const { return key_heads * key_head_dim; }
+  int64_t value_dim() const { return value_heads * value_head_dim; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+
+  // --- Memory ---
+  // Fresh, uninitialized storage on the device, counted per device.
+  Tensor empty(std::vector<int64_t> shape, DType dtype);
+  // Address space that commits as it is first written (KV slabs); see Tensor::reserve.
+  Tensor reserve(std::vector<int64_t> shape, DType dtype);
+  // Hands the pages of [data, data + bytes) back (a freed KV block); the
+  // contents become unspecified.
+  virtual void release_pages(void* data, int64_t bytes) = 0;
+  // The host tensor's contents on the device (the CPU shares it as it is).
+  Tensor upload(const Tensor& host);
+  // The tensor's contents on the host (the CPU shares it as it is).
+  Tensor download(const Tensor& t);
+  // dst ← src: same dtype and element count, both on the device.
+  void copy(const Tensor& src, Tensor& dst);
+  // x[i] = value, f32.
+  void fill(Tensor& x, float value);
 
   // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N]). x and y are f32; w is f32 or bf16.
   // bf16_inputs rounds x to bf16 first (bf16 compute: bf16 products, f32 sums).
@@ -51,8 +80,63 @@ class Backend {
   void add_inplace(Tensor& x, const Tensor& y);
   // out[i] = table[ids[i]] widened to f32; table [vocab, D] f32/bf16/f16.
   void embedding(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out);
-  // Causal attention of q [T, heads, head_dim] over a layer's blocks; out like q.
+  // Causal attention of q [T, heads, head_dim] over a layer's blocks; out like
+  // q. A codebook view's rows are rotated: q is rotated into that space and
+  // the output rotated back (the view carries the rotation's seed).
   void attention(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out);
+  // Encodes k, v [count, kv_heads, head_dim] (f32) into rows [row, row + count)
+  // of the view, which must lie in blocks the view's table already holds.
+  void kv_write(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v);
+  // Rows [row, row + count) of the view widened to f32 k, v [count, kv_heads, head_dim].
+  void kv_read(const KvView& kv, int64_t row, Tensor& k, Tensor& v);
+
+  // --- Elementwise and row movement (all f32) ---
+  // x *= s.
+  void scale(Tensor& x, float s);
+  // x = tanh(x / cap) · cap (Gemma's logit soft-capping).
+  void soft_cap(Tensor& x, float cap);
+  // x[r, i] *= w[i]: w has x's last dimension.
+  void mul_columns(Tensor& x, const Tensor& w);
+  // x *= sigmoid(gate): gate has x's shape, or one value per row of x ([rows, 1]).
+  void sigmoid_mul(Tensor& x, const Tensor& gate);
+  // dst[r, dst_col + i] = src[r, src_col + i] for i < width, over 2-D src and
+  // dst with the same number of rows.
+  void copy_columns(const Tensor& src, int64_t src_col, Tensor& dst, int64_t dst_col, int64_t width);
+  // dst[i] = src[rows[i]] over 2-D tensors.
+  void gather_rows(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst);
+  // dst[rows[i]] += weights[i] · src[i] over 2-D tensors, in order of i.
+  void scatter_add_rows(const Tensor& src, const std::vector<int32_t>& rows, const std::vector<float>& weights,
+                        Tensor& dst);
+
+  // --- Mixture of experts ---
+  // Per row of logits [T, E]: softmax, the k most probable experts (ties to the
+  // lower index) into ids [T, k] (i32) and their probabilities into weights
+  // [T, k], renormalized to sum 1 when asked, then times expert_scale[id] when given.
+  void route_top_k(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale, Tensor& ids,
+                   Tensor& weights);
+
+  // --- Gated DeltaNet ---
+  // Causal depthwise conv1d, then SiLU: x, out [T, channels]; weight [channels,
+  // kernel], tap kernel − 1 on the current token; state [channels, kernel − 1]
+  // holds the previous inputs, oldest first, and advances past these T.
+  void causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& state, Tensor& out);
+  // Per row of x [rows, cols], the `heads` vectors of head_dim values from
+  // column first_col on: v ← v · scale / sqrt(Σv² + eps).
+  void l2_norm_heads(Tensor& x, int64_t first_col, int64_t heads, int64_t head_dim, float scale, float eps);
+  // In place over b, a [T, value_heads]: beta = sigmoid(b) into b and the log
+  // decay g = neg_a · softplus(a + dt_bias) into a (neg_a = −exp(A_log)).
+  void delta_rule_gates(Tensor& b, Tensor& a, const Tensor& neg_a, const Tensor& dt_bias);
+  // The gated delta rule over T tokens. qkv [T, 2·key_dim + value_dim] holds q
+  // (L2-normed and scaled), k (L2-normed) and v side by side; g, beta [T,
+  // value_heads]; state [value_heads, key_head_dim, value_head_dim] advances;
+  // out [T, value_dim]. chunk = 0 runs token by token (decode's arithmetic),
+  // otherwise in blocks of `chunk` tokens. With `history`, the state after
+  // token i is also copied to history row history_row + i where that row exists.
+  void gated_delta_rule(const DeltaRuleShape& shape, const Tensor& qkv, const Tensor& g, const Tensor& beta,
+                        int64_t chunk, Tensor& state, Tensor& out, Tensor* history = nullptr,
+                        int64_t history_row = 0);
+  // x ← w · x / rms(x) · silu(z) per row of x, z [rows, D], w [D].
+  void gated_rms_norm(Tensor& x, const Tensor& z, const Tensor& w, float eps);
 
  protected:
   virtual void matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) = 0;
@@ -64,10 +148,41 @@ class Backend {
   virtual void add_inplace_impl(Tensor& x, const Tensor& y) = 0;
   virtual void embedding_impl(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) = 0;
   virtual void attention_impl(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) = 0;
+  virtual void kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) = 0;
+  virtual void kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) = 0;
+  virtual Tensor empty_impl(std::vector<int64_t> shape, DType dtype) = 0;
+  virtual Tensor reserve_impl(std::vector<int64_t> shape, DType dtype) = 0;
+  virtual Tensor upload_impl(const Tensor& host) = 0;
+  virtual Tensor download_impl(const Tensor& t) = 0;
+  virtual void copy_impl(const Tensor& src, Tensor& dst) = 0;
+  virtual void fill_impl(Tensor& x, float value) = 0;
+  virtual void scale_impl(Tensor& x, float s) = 0;
+  virtual void soft_cap_impl(Tensor& x, float cap) = 0;
+  virtual void mul_columns_impl(Tensor& x, const Tensor& w) = 0;
+  virtual void sigmoid_mul_impl(Tensor& x, const Tensor& gate) = 0;
+  virtual void copy_columns_impl(const Tensor& src, int64_t src_col, Tensor& dst, int64_t dst_col,
+                                 int64_t width) = 0;
+  virtual void gather_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst) = 0;
+  virtual void scatter_add_rows_impl(const Tensor& src, const std::vector<int32_t>& rows,
+                                     const std::vector<float>& weights, Tensor& dst) = 0;
+  virtual void route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale,
+                                Tensor& ids, Tensor& weights) = 0;
+  virtual void causal_conv1d_silu_impl(const Tensor& x, const Tensor& weight, Tensor& state, Tensor& out) = 0;
+  virtual void l2_norm_heads_impl(Tensor& x, int64_t first_col, int64_t heads, int64_t head_dim, float scale,
+                                  float eps) = 0;
+  virtual void delta_rule_gates_impl(Tensor& b, Tensor& a, const Tensor& neg_a, const Tensor& dt_bias) = 0;
+  virtual void gated_delta_rule_impl(const DeltaRuleShape& shape, const Tensor& qkv, const Tensor& g,
+                                     const Tensor& beta, int64_t chunk, Tensor& state, Tensor& out, Tensor* history,
+                                     int64_t history_row) = 0;
+  virtual void gated_rms_norm_impl(Tensor& x, const Tensor& z, const Tensor& w, float eps) = 0;
 };
 
 // The CPU backend on the process-wide thread pool; picks AVX-512, AVX2 or
-// portable kernels from what the processor supports.
-std::unique_ptr<Backend> make_cpu_backend();
+// portable kernels from what the processor supports. An instance keeps
+// scratch between ops, so each model (each thread of work) has its own.
+std::shared_ptr<Backend> make_cpu_backend();
+// The backend for a device named on the command line: "cpu", "cuda" or
+// "cuda:N". A device this build or machine cannot run is an error that says why.
+std::shared_ptr<Backend> make_backend(const std::string& device);
 
 }  // namespace fathom

@@ -46,7 +46,7 @@ struct KvFormat {
 
 struct KvView {
   KvFormat format;
-  const std::byte* const* blocks = nullptr;  // the block table
+  std::byte* const* blocks = nullptr;  // the block table (kv_write writes through it)
   // View row j lives at row (row_offset + j) of the table's rows: block
   // (row_offset + j) / block_rows. A sliding window advances row_offset as it
   // frees the blocks it has passed.
@@ -55,12 +55,15 @@ struct KvView {
   int64_t first_position = 0;  // position of view row 0
   // Codebook formats: value = row scale · table[code] (tables of 2^bits entries).
   std::array<float, 16> k_table{}, v_table{};
+  // Codebook formats: rows are stored rotated by the randomized Hadamard
+  // transform this seed fixes (HadamardRotation).
+  uint64_t rotation_seed = 0;
 
   int64_t end_position() const { return first_position + length; }
   int64_t kv_heads() const { return format.kv_heads; }
   int64_t head_dim() const { return format.head_dim; }
   // The block holding view row j, and j's row inside it.
-  const std::byte* block_of(int64_t j) const { return blocks[(row_offset + j) / format.block_rows]; }
+  std::byte* block_of(int64_t j) const { return blocks[(row_offset + j) / format.block_rows]; }
   int64_t row_in_block(int64_t j) const { return (row_offset + j) % format.block_rows; }
 };
 

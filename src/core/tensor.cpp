@@ -10,16 +10,10 @@
 
 namespace fathom {
 namespace {
-std::atomic<int64_t> cpu_allocated{0};
-std::atomic<int64_t> cpu_allocated_peak{0};
-std::atomic<int64_t> cpu_reserved{0};
-
-void count_allocation(int64_t bytes) {
-  const int64_t now = cpu_allocated += bytes;
-  int64_t peak = cpu_allocated_peak.load(std::memory_order_relaxed);
-  while (now > peak && !cpu_allocated_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
-}
+constexpr int kDevices = 2;
+std::atomic<int64_t> allocated[kDevices];
+std::atomic<int64_t> allocated_peak[kDevices];
+std::atomic<int64_t> reserved[kDevices];
 
 int64_t count_elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -31,10 +25,21 @@ int64_t count_elements(const std::vector<int64_t>& shape) {
 }
 }  // namespace
 
-int64_t allocated_bytes(Device) { return cpu_allocated.load(); }
-int64_t allocated_peak_bytes(Device) { return cpu_allocated_peak.load(); }
-void reset_allocation_peak(Device) { cpu_allocated_peak = cpu_allocated.load(); }
-int64_t reserved_bytes(Device) { return cpu_reserved.load(); }
+const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+
+void count_allocation(Device device, int64_t bytes) {
+  const int d = int(device);
+  const int64_t now = allocated[d] += bytes;
+  int64_t peak = allocated_peak[d].load(std::memory_order_relaxed);
+  while (now > peak && !allocated_peak[d].compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+void count_reservation(Device device, int64_t bytes) { reserved[int(device)] += bytes; }
+
+int64_t allocated_bytes(Device device) { return allocated[int(device)].load(); }
+int64_t allocated_peak_bytes(Device device) { return allocated_peak[int(device)].load(); }
+void reset_allocation_peak(Device device) { allocated_peak[int(device)] = allocated[int(device)].load(); }
+int64_t reserved_bytes(Device device) { return reserved[int(device)].load(); }
 
 int64_t Tensor::numel() const { return count_elements(shape_); }
 
@@ -46,11 +51,11 @@ Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype) {
   const size_t rounded = (bytes + 63) / 64 * 64;
   void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
   if (rounded && !p) throw std::bad_alloc();
-  count_allocation(int64_t(rounded));
+  count_allocation(Device::cpu, int64_t(rounded));
   t.data_ = p;
   t.owner_ = std::shared_ptr<const void>(p, [rounded](const void* q) {
     std::free(const_cast<void*>(q));
-    cpu_allocated -= int64_t(rounded);
+    count_allocation(Device::cpu, -int64_t(rounded));
   });
   return t;
 }
@@ -66,18 +71,19 @@ Tensor Tensor::reserve(std::vector<int64_t> shape, DType dtype) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   ::madvise(p, bytes, MADV_NOHUGEPAGE);
-  cpu_reserved += int64_t(bytes);
+  count_reservation(Device::cpu, int64_t(bytes));
   t.data_ = p;
   t.owner_ = std::shared_ptr<const void>(p, [bytes](const void* q) {
     ::munmap(const_cast<void*>(q), bytes);
-    cpu_reserved -= int64_t(bytes);
+    count_reservation(Device::cpu, -int64_t(bytes));
   });
   return t;
 }
 
 Tensor Tensor::borrow(void* data, std::vector<int64_t> shape, DType dtype,
-                      std::shared_ptr<const void> owner) {
+                      std::shared_ptr<const void> owner, Device device) {
   Tensor t;
+  t.device_ = device;
   t.data_ = data;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);

@@ -12,7 +12,8 @@
 
 namespace fathom {
 
-enum class Device : uint8_t { cpu };
+enum class Device : uint8_t { cpu, cuda };
+const char* device_name(Device device);
 
 class Tensor {
  public:
@@ -27,12 +28,13 @@ class Tensor {
   // pages), so a cache that holds a few rows does not commit 2 MiB per head.
   // Counted in reserved_bytes(), not allocated_bytes().
   static Tensor reserve(std::vector<int64_t> shape, DType dtype);
-  // A view of memory someone else owns; `owner` keeps it alive.
+  // A view of memory someone else owns; `owner` keeps it alive. A backend
+  // wraps its device allocations this way.
   static Tensor borrow(void* data, std::vector<int64_t> shape, DType dtype,
-                       std::shared_ptr<const void> owner);
+                       std::shared_ptr<const void> owner, Device device = Device::cpu);
 
   DType dtype() const { return dtype_; }
-  Device device() const { return Device::cpu; }
+  Device device() const { return device_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int rank() const { return int(shape_.size()); }
   int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
@@ -53,6 +55,7 @@ class Tensor {
  private:
   void* data_ = nullptr;
   DType dtype_ = DType::f32;
+  Device device_ = Device::cpu;
   std::vector<int64_t> shape_;
   std::shared_ptr<const void> owner_;
 };
@@ -65,5 +68,8 @@ int64_t allocated_peak_bytes(Device device);
 void reset_allocation_peak(Device device);
 // Address space currently reserved by Tensor::reserve.
 int64_t reserved_bytes(Device device);
+// What a backend's own allocator reports (positive: taken; negative: given back).
+void count_allocation(Device device, int64_t bytes);
+void count_reservation(Device device, int64_t bytes);
 
 }  // namespace fathom

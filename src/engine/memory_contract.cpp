@@ -66,6 +66,12 @@ int64_t MemoryContract::weights_bytes() const {
       copies += n * 4 * (ends_with(name, ".A_log") ? 2 : 1);
     } else if (ends_with(name, ".conv1d.weight")) {
       copies += n * 4;  // Gated DeltaNet's conv weights: always an f32 copy
+    } else if (ends_with(name, ".in_proj_qkvz.weight")) {
+      // Qwen3-Next's fused projection, regrouped into a private copy at load
+      // (in the matmul dtype: bf16 for bf16 compute or bf16 storage).
+      copies += n * (in_.dtype == ComputeDType::bf16 || t.dtype == "BF16" ? 2 : 4);
+    } else if (ends_with(name, ".in_proj_ba.weight")) {
+      copies += n * 4;  // regrouped likewise, kept in f32
     } else if (kept_in_f32(name)) {
       if (!f32) copies += n * 4;
     } else if (name.find("embed_tokens") != std::string::npos &&

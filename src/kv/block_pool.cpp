@@ -1,7 +1,5 @@
 #include "kv/block_pool.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdint>
 
@@ -13,20 +11,11 @@ namespace {
 // Address space is reserved a slab at a time; only written pages count.
 constexpr int64_t kSlabBytes = int64_t(16) << 20;
 
-constexpr uintptr_t kPage = 4096;
-
-// Hands the whole pages inside a free block back to the kernel: resident
-// memory follows the blocks in use, as the memory contract counts it, and
-// the next writer gets fresh zero pages.
-void drop_pages(std::byte* data, int64_t bytes) {
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kPage - 1) & ~(kPage - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + uintptr_t(bytes)) & ~(kPage - 1);
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-}
-
 }  // namespace
 
-KvBlockPool::KvBlockPool(int64_t block_bytes) : block_bytes_(block_bytes) {
+KvBlockPool::KvBlockPool(int64_t block_bytes, std::shared_ptr<Backend> backend)
+    : block_bytes_(block_bytes), backend_(std::move(backend)) {
+  check(backend_ != nullptr, "kv block pool: no backend");
   check(block_bytes > 0 && block_bytes % 64 == 0, "kv block pool: block size ", block_bytes,
         " must be a positive multiple of 64 bytes");
 }
@@ -35,7 +24,7 @@ KvBlock* KvBlockPool::acquire() {
   std::lock_guard lock(mutex_);
   if (free_.empty()) {
     const int64_t count = std::max<int64_t>(1, kSlabBytes / block_bytes_);
-    slabs_.push_back(Tensor::reserve({count * block_bytes_ / 4}, DType::i32));
+    slabs_.push_back(backend_->reserve({count * block_bytes_ / 4}, DType::i32));
     auto* base = static_cast<std::byte*>(slabs_.back().raw());
     // Pushed in reverse so the slab fills from its start.
     for (int64_t i = count - 1; i >= 0; --i) {
@@ -60,7 +49,8 @@ void KvBlockPool::release(KvBlock* block) {
   std::lock_guard lock(mutex_);
   check(block->refs > 0, "kv block pool: releasing a free block");
   if (--block->refs > 0) return;
-  drop_pages(block->data, block_bytes_);
+  // Resident memory follows the blocks in use, as the memory contract counts it.
+  backend_->release_pages(block->data, block_bytes_);
   free_.push_back(block);
   --used_;
 }

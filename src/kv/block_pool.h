@@ -4,12 +4,14 @@
 // rows into one), so a block freed by any layer serves any other and nothing
 // fragments. A block is reference counted: the layer that fills it owns it,
 // and a full block may be shared (a cached prefix) but is then never written.
+// Blocks live on the backend's device; layers write and read them through it.
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <mutex>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/tensor.h"
 
 namespace fathom {
@@ -21,11 +23,12 @@ struct KvBlock {
 
 class KvBlockPool {
  public:
-  explicit KvBlockPool(int64_t block_bytes);
+  KvBlockPool(int64_t block_bytes, std::shared_ptr<Backend> backend);
   KvBlockPool(const KvBlockPool&) = delete;
   KvBlockPool& operator=(const KvBlockPool&) = delete;
 
   int64_t block_bytes() const { return block_bytes_; }
+  Backend& backend() const { return *backend_; }
   // A block with one reference and unspecified contents.
   KvBlock* acquire();
   // Another holder of a (full) block.
@@ -43,6 +46,7 @@ class KvBlockPool {
 
  private:
   int64_t block_bytes_;
+  std::shared_ptr<Backend> backend_;
   mutable std::mutex mutex_;
   std::vector<Tensor> slabs_;  // reserved address space, committed as blocks are first written
   std::deque<KvBlock> blocks_;  // every block ever carved (stable addresses)

@@ -57,11 +57,13 @@ class DelayedCodecKvLayer final : public KvLayer {
     const int64_t first_row = from - plain_->first_position(), rows = plain_->length() - from;
     const KvFormat& f = spec_.plain;
     const int64_t n = std::max<int64_t>(1, std::min(rows, kKvConvertRows));
-    Tensor k = Tensor::empty({n, f.kv_heads, f.head_dim}, DType::f32), v = Tensor::empty(k.shape(), DType::f32);
+    Backend& backend = pool_->backend();
+    Tensor k = backend.empty({n, f.kv_heads, f.head_dim}, DType::f32), v = backend.empty(k.shape(), DType::f32);
     for (int64_t r = 0; r < rows; r += n) {
       const int64_t count = std::min(n, rows - r);
-      plain_->read_plain_rows(first_row + r, count, k.data<float>(), v.data<float>());
-      coded_->append(k.slice_rows(0, count), v.slice_rows(0, count));
+      Tensor kr = k.slice_rows(0, count), vr = v.slice_rows(0, count);
+      plain_->read_rows(first_row + r, kr, vr);
+      coded_->append(kr, vr);
     }
     plain_.reset();
   }

@@ -1,10 +1,10 @@
 #include "kv/paged_kv_layer.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
-#include "kv/affine_codec.h"
+#include "backend/turbo_codec.h"
 #include "kv/kv_layout.h"
 
 namespace fathom {
@@ -23,7 +23,6 @@ PagedKvLayer::PagedKvLayer(std::shared_ptr<KvBlockPool> pool, const KvFormat& fo
   check(format.codec != KvFormat::Codec::plain || format.dtype == DType::f32 || format.dtype == DType::bf16,
         "kv cache: storage dtype ", dtype_name(format.dtype), " is not supported (f32, bf16)");
   if (format.codec == KvFormat::Codec::codebook) {
-    rotation_.emplace(format.head_dim, rotation_seed);
     // Codes index centroids of a unit Gaussian; a rotated row of norm ‖x‖ has
     // coordinates ≈ N(0, ‖x‖²/d), so value = ‖x‖ · centroid / √d.
     const float inv_sqrt_d = 1.0f / std::sqrt(float(format.head_dim));
@@ -47,7 +46,10 @@ void PagedKvLayer::release_from(size_t block) {
 void PagedKvLayer::make_private(size_t i) {
   if (!pool_->shared(blocks_[i])) return;
   KvBlock* copy = pool_->acquire();
-  std::memcpy(copy->data, blocks_[i]->data, size_t(format_.bytes()));
+  const int64_t words = format_.bytes() / 4;
+  const Tensor from = Tensor::borrow(blocks_[i]->data, {words}, DType::i32, nullptr, pool_->backend().device());
+  Tensor to = Tensor::borrow(copy->data, {words}, DType::i32, nullptr, pool_->backend().device());
+  pool_->backend().copy(from, to);
   pool_->release(blocks_[i]);
   blocks_[i] = copy;
   block_data_[i] = copy->data;
@@ -81,7 +83,7 @@ void PagedKvLayer::append(const Tensor& k, const Tensor& v) {
   const int64_t needed = window_ ? length() - *window_ + 1 : 0;
   // Rows go after the last one held: a block shared with a fork is copied first.
   if (count > 0 && rows_ % b != 0) make_private(blocks_.size() - 1);
-  for (int64_t t = 0; t < count; ++t) {
+  for (int64_t t = 0; t < count;) {
     if (rows_ == int64_t(blocks_.size()) * b) {
       if (int64_t(blocks_.size()) == max_blocks_) {
         // A sliding layer: the oldest block is behind every query's window
@@ -105,44 +107,13 @@ void PagedKvLayer::append(const Tensor& k, const Tensor& v) {
         block_data_.push_back(blocks_.back()->data);
       }
     }
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t src = (t * heads + h) * d;
-      encode(false, h, rows_, k.data<float>() + src);
-      encode(true, h, rows_, v.data<float>() + src);
-    }
-    ++rows_;
-  }
-}
-
-void PagedKvLayer::encode(bool values, int64_t head, int64_t row, const float* x) {
-  const KvFormat& f = format_;
-  std::byte* block = block_data_[size_t(row / f.block_rows)];
-  const int64_t r = row % f.block_rows;
-  std::byte* dst = block + f.rows_offset(values, head) + r * f.row_bytes(values);
-  switch (f.codec) {
-    case KvFormat::Codec::plain:
-      if (f.dtype == DType::f32) {
-        std::memcpy(dst, x, size_t(f.head_dim) * 4);
-      } else {
-        auto* out = reinterpret_cast<bf16_t*>(dst);
-        for (int64_t i = 0; i < f.head_dim; ++i) out[i] = f32_to_bf16(x[i]);
-      }
-      return;
-    case KvFormat::Codec::affine: {
-      const int64_t groups = f.groups();
-      affine_quantize_row(x, {values ? f.v_bits : f.k_bits, f.group_size, f.head_dim}, reinterpret_cast<uint32_t*>(dst),
-                          reinterpret_cast<bf16_t*>(block + f.scales_offset(values, head)) + r * groups,
-                          reinterpret_cast<bf16_t*>(block + f.biases_offset(values, head)) + r * groups);
-      return;
-    }
-    case KvFormat::Codec::codebook: {
-      rotated_.assign(x, x + f.head_dim);
-      rotation_->apply(rotated_.data());
-      turbo_quantize_row(rotated_.data(), f.head_dim, lloyd_max_codebook(values ? f.v_bits : f.k_bits),
-                         reinterpret_cast<uint32_t*>(dst),
-                         reinterpret_cast<float*>(block + f.scales_offset(values, head)) + r);
-      return;
-    }
+    // The rows that fit in this block go in one write.
+    const int64_t n = std::min(count - t, int64_t(blocks_.size()) * b - rows_);
+    KvView target = view();
+    target.length = rows_ + n;
+    pool_->backend().kv_write(target, rows_, k.slice_rows(t, t + n), v.slice_rows(t, t + n));
+    rows_ += n;
+    t += n;
   }
 }
 
@@ -154,19 +125,12 @@ KvView PagedKvLayer::view() const {
   view.first_position = first_;
   view.k_table = k_table_;
   view.v_table = v_table_;
+  view.rotation_seed = rotation_seed_;
   return view;
 }
 
 void PagedKvLayer::attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const {
-  if (!rotation_) return backend.attention(q, view(), p, out);
-  // Scores are taken in the rotated space (Rq·Rk = q·k); the output is
-  // rotated back once.
-  const int64_t d = format_.head_dim;
-  Tensor rq = Tensor::empty(q.shape(), DType::f32);
-  std::memcpy(rq.raw(), q.raw(), q.nbytes());
-  for (int64_t r = 0; r < q.numel() / d; ++r) rotation_->apply(rq.data<float>() + r * d);
-  backend.attention(rq, view(), p, out);
-  for (int64_t r = 0; r < out.numel() / d; ++r) rotation_->apply_inverse(out.data<float>() + r * d);
+  backend.attention(q, view(), p, out);
 }
 
 void PagedKvLayer::trim(int64_t new_length) {
@@ -184,22 +148,8 @@ void PagedKvLayer::trim(int64_t new_length) {
   release_from(size_t((rows_ + b - 1) / b));
 }
 
-void PagedKvLayer::read_plain_rows(int64_t row, int64_t count, float* k, float* v) const {
-  check(format_.codec == KvFormat::Codec::plain && row >= 0 && row + count <= rows_, "kv read: rows [", row, ", ",
-        row + count, ") of ", rows_, " plain rows");
-  const int64_t heads = format_.kv_heads, d = format_.head_dim;
-  for (int64_t t = 0; t < count; ++t)
-    for (int which = 0; which < 2; ++which)
-      for (int64_t h = 0; h < heads; ++h) {
-        const int64_t r = row + t;
-        const std::byte* src = block_data_[size_t(r / format_.block_rows)] + format_.rows_offset(which, h) +
-                               (r % format_.block_rows) * format_.row_bytes(which);
-        float* dst = (which ? v : k) + (t * heads + h) * d;
-        if (format_.dtype == DType::f32)
-          std::memcpy(dst, src, size_t(d) * 4);
-        else
-          for (int64_t i = 0; i < d; ++i) dst[i] = bf16_to_f32(reinterpret_cast<const bf16_t*>(src)[i]);
-      }
+void PagedKvLayer::read_rows(int64_t row, Tensor& k, Tensor& v) const {
+  pool_->backend().kv_read(view(), row, k, v);
 }
 
 }  // namespace fathom

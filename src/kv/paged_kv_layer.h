@@ -1,6 +1,7 @@
 #pragma once
 // A layer's rows in blocks from the pool, in one format (plain or coded).
-// Rows are encoded as they are appended; attention reads the blocks in place.
+// Rows are encoded as they are appended (the pool's backend writes them);
+// attention reads the blocks in place.
 // A sliding layer holds at most `max_blocks` blocks and reuses its oldest
 // one, whose rows the window has passed, for the next rows.
 #include <cstdint>
@@ -9,7 +10,6 @@
 #include <vector>
 
 #include "kv/kv_layer.h"
-#include "kv/turbo_codec.h"
 
 namespace fathom {
 
@@ -37,12 +37,11 @@ class PagedKvLayer final : public KvLayer {
   // An empty layer starts at `position` (a converted sliding layer continues
   // from where the layer it replaces had dropped its rows).
   void start_at(int64_t position);
-  // Held rows [row, row + count) widened to f32 k, v [count, kv_heads, head_dim]
-  // (plain formats only: what a delayed quantization start converts).
-  void read_plain_rows(int64_t row, int64_t count, float* k, float* v) const;
+  // Held rows [row, row + k.dim(0)) widened to f32 k, v [count, kv_heads,
+  // head_dim] (what a delayed quantization start converts).
+  void read_rows(int64_t row, Tensor& k, Tensor& v) const;
 
  private:
-  void encode(bool values, int64_t head, int64_t row, const float* x);
   void release_from(size_t block);
   // Gives block i a private copy of its rows before they are written.
   void make_private(size_t i);
@@ -53,9 +52,7 @@ class PagedKvLayer final : public KvLayer {
   std::optional<int64_t> window_;
   int64_t step_, max_blocks_;
   uint64_t rotation_seed_;
-  std::optional<HadamardRotation> rotation_;  // codebook formats
-  std::array<float, 16> k_table_{}, v_table_{};
-  std::vector<float> rotated_;  // codebook formats: the row being encoded, rotated
+  std::array<float, 16> k_table_{}, v_table_{};  // codebook formats
   std::vector<KvBlock*> blocks_;
   std::vector<std::byte*> block_data_;  // the block table attention reads
   int64_t first_ = 0;  // position of row 0 (of blocks_[0]'s first row)

@@ -47,13 +47,19 @@ float* RecurrentState::copy_after(int64_t p) {
   return p == step_rows_ ? nullptr : step_matrices_.data<float>() + (p - 1) * matrix.numel();
 }
 
-void RecurrentState::record_conv_inputs(const float* x, int64_t t, int64_t stride) {
+Tensor& RecurrentState::step_history() {
   check(in_step(), "recurrent state: no speculative step is open");
-  const int64_t at = step_written(), conv_dim = conv.dim(0);
-  check(t >= 0 && at + t <= step_rows_, "recurrent state: ", at, " + ", t, " positions in a ", step_rows_,
-        "-position step");
-  for (int64_t i = 0; i < t; ++i)
-    std::copy_n(x + i * stride, conv_dim, step_conv_inputs_.data<float>() + (at + i) * conv_dim);
+  return step_matrices_;
+}
+
+void RecurrentState::record_conv_inputs(Backend& backend, const Tensor& x) {
+  check(in_step(), "recurrent state: no speculative step is open");
+  const int64_t at = step_written(), t = x.dim(0);
+  check(x.rank() == 2 && x.dim(1) == conv.dim(0), "recurrent state: conv inputs ", x.shape_string(), " for ",
+        conv.dim(0), " channels");
+  check(at + t <= step_rows_, "recurrent state: ", at, " + ", t, " positions in a ", step_rows_, "-position step");
+  Tensor rows = step_conv_inputs_.slice_rows(at, at + t);
+  backend.copy(x, rows);
 }
 
 void RecurrentState::resolve_step(int64_t kept) {

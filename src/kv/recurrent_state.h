@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "backend/backend.h"
 #include "core/tensor.h"
 
 namespace fathom {
@@ -44,9 +45,12 @@ struct RecurrentState {
   // (1 ≤ p ≤ rows) as it folds them into `matrix`; null for p = rows, whose
   // matrix is `matrix` itself.
   float* copy_after(int64_t p);
-  // Keeps the conv inputs of the next t positions (rows `stride` floats apart),
-  // called before they are folded in.
-  void record_conv_inputs(const float* x, int64_t t, int64_t stride);
+  // The per-position matrices [rows − 1, value_heads, key_head_dim,
+  // value_head_dim]: row p − 1 is the matrix after position p (copy_after).
+  Tensor& step_history();
+  // Keeps the conv inputs x [t, conv_dim] of the next t positions, called
+  // before they are folded in.
+  void record_conv_inputs(Backend& backend, const Tensor& x);
   // Sets the state to the one after the step's first `kept` positions
   // (1 ≤ kept ≤ rows, all of them written) and closes the step.
   void resolve_step(int64_t kept);

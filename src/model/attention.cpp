@@ -20,11 +20,11 @@ SelfAttention SelfAttention::load(const WeightLoader& w, const std::string& pref
   return a;
 }
 
-AttentionScratch::AttentionScratch(int64_t t, const ModelConfig& c)
-    : q(Tensor::empty({t, c.num_heads, c.head_dim}, DType::f32)),
-      k(Tensor::empty({t, c.num_kv_heads, c.head_dim}, DType::f32)),
-      v(Tensor::empty({t, c.num_kv_heads, c.head_dim}, DType::f32)),
-      attn(Tensor::empty({t, c.num_heads, c.head_dim}, DType::f32)) {}
+AttentionScratch::AttentionScratch(Backend& b, int64_t t, const ModelConfig& c)
+    : q(b.empty({t, c.num_heads, c.head_dim}, DType::f32)),
+      k(b.empty({t, c.num_kv_heads, c.head_dim}, DType::f32)),
+      v(b.empty({t, c.num_kv_heads, c.head_dim}, DType::f32)),
+      attn(b.empty({t, c.num_heads, c.head_dim}, DType::f32)) {}
 
 void attend_segments(Backend& b, const StepLayout& layout, int64_t kv_layer, const Tensor* k, const Tensor* v,
                      const Tensor& q, AttentionParams params, Tensor& out) {

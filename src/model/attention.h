@@ -29,7 +29,7 @@ struct AttentionScratch {
   Tensor q;     // [t, heads, head_dim]
   Tensor k, v;  // [t, kv_heads, head_dim]
   Tensor attn;  // [t, heads, head_dim]
-  AttentionScratch(int64_t t, const ModelConfig& c);
+  AttentionScratch(Backend& b, int64_t t, const ModelConfig& c);
 };
 
 // For each sequence of the step: appends its rows of k and v (when k is not

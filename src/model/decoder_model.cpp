@@ -10,8 +10,7 @@ DecoderModel::DecoderModel(ModelConfig config, WeightStore weights, const LoadOp
     : Model(options),
       config_(std::move(config)),
       weights_(std::move(weights)),
-      dtype_(options.dtype),
-      backend_(make_cpu_backend()) {
+      dtype_(options.dtype) {
   options.kv_scheme.validate_for(config_);
 }
 
@@ -39,21 +38,20 @@ void DecoderModel::load_lm_head(const WeightLoader& w, const std::string& root) 
 }
 
 Tensor DecoderModel::logits(const Tensor& x, const StepLayout& layout) const {
+  Backend& b = *backend_;
   const int64_t n = int64_t(layout.logit_rows.size()), hidden = x.dim(1);
-  Tensor rows;
-  if (n == x.dim(0)) {
-    rows = x;  // every row, in order
-  } else {
-    rows = Tensor::empty({n, hidden}, DType::f32);
-    for (int64_t i = 0; i < n; ++i)
-      std::copy_n(x.data<float>() + layout.logit_rows[size_t(i)] * hidden, hidden, rows.data<float>() + i * hidden);
+  if (n == 0) return Tensor::empty({0, config_.vocab_size}, DType::f32);
+  Tensor rows = x;  // every row, in order
+  if (n != x.dim(0)) {
+    rows = b.empty({n, hidden}, DType::f32);
+    b.gather_rows(x, std::vector<int32_t>(layout.logit_rows.begin(), layout.logit_rows.end()), rows);
   }
-  Tensor out = Tensor::empty({n, config_.vocab_size}, DType::f32);
-  if (n == 0) return out;
-  Tensor normed = Tensor::empty(rows.shape(), DType::f32);
-  backend_->rms_norm(rows, final_norm_, float(config_.rms_norm_eps), normed);
-  backend_->matmul(normed, lm_head_, nullptr, out, bf16());
-  return out;
+  Tensor out = b.empty({n, config_.vocab_size}, DType::f32);
+  Tensor normed = b.empty(rows.shape(), DType::f32);
+  b.rms_norm(rows, final_norm_, float(config_.rms_norm_eps), normed);
+  b.matmul(normed, lm_head_, nullptr, out, bf16());
+  if (config_.final_logit_softcapping) b.soft_cap(out, float(*config_.final_logit_softcapping));
+  return b.download(out);
 }
 
 }  // namespace fathom

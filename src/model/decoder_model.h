@@ -19,7 +19,6 @@ class DecoderModel : public Model {
   const ModelConfig& config() const override { return config_; }
   ComputeDType compute_dtype() const override { return dtype_; }
   int64_t weight_bytes() const override { return weight_bytes_; }
-  std::string backend_name() const override { return backend_->name(); }
   std::unique_ptr<SequenceState> new_state(int64_t capacity) const override { return make_state(config_, capacity); }
 
  protected:
@@ -34,7 +33,8 @@ class DecoderModel : public Model {
   // lm_head.weight (language_model.lm_head.weight in older multimodal folders),
   // or the embeddings `root`embed_tokens.weight when tied or absent.
   void load_lm_head(const WeightLoader& w, const std::string& root);
-  // final_norm then lm_head over the rows of x the step wants logits for.
+  // final_norm then lm_head over the rows of x the step wants logits for,
+  // soft-capped when the config says so, on the host.
   Tensor logits(const Tensor& x, const StepLayout& layout) const;
   bool bf16() const { return dtype_ == ComputeDType::bf16; }
   // Call last in the architecture's constructor: weights mapped plus converted.
@@ -43,7 +43,6 @@ class DecoderModel : public Model {
   ModelConfig config_;
   WeightStore weights_;
   ComputeDType dtype_;
-  std::unique_ptr<Backend> backend_;
   Tensor embed_, final_norm_, lm_head_;
 
  private:

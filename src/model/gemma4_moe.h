@@ -12,17 +12,12 @@
 #include "core/tensor.h"
 #include "io/model_config.h"
 #include "model/layers.h"
+#include "model/moe.h"
 #include "model/weights.h"
 
 namespace fathom {
 
-// Each token's top_k experts (descending probability) and routing weights,
-// row-major [tokens, top_k].
-struct Gemma4Routing {
-  int64_t top_k = 0;
-  std::vector<int32_t> experts;
-  std::vector<float> weights;
-};
+using Gemma4Routing = ExpertRouting;
 
 struct Gemma4Router {
   Tensor unit;              // [hidden] ones: the router's norm has no weight

@@ -26,21 +26,6 @@ struct Linear {
   }
 };
 
-// Gemma and Qwen3-Next store some RMSNorm weights as w and scale by (1 + w),
-// computed in f32: this returns 1 + w, which the plain rms_norm op applies.
-inline Tensor one_plus(const Tensor& w) {
-  Tensor out = Tensor::empty(w.shape(), DType::f32);
-  for (int64_t i = 0; i < w.numel(); ++i) out.data<float>()[i] = 1.0f + w.data<float>()[i];
-  return out;
-}
-
-// n ones: the weight of an RMSNorm that has none of its own.
-inline Tensor ones(int64_t n) {
-  Tensor t = Tensor::empty({n}, DType::f32);
-  for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = 1.0f;
-  return t;
-}
-
 enum class GateActivation { silu, gelu_tanh };
 
 // A gated MLP: y = down(act(gate(x)) * up(x)) (SwiGLU, or GeGLU with tanh GELU).

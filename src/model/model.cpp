@@ -72,7 +72,8 @@ Tensor Model::forward(std::span<const SequenceStep> step) const {
   }
 }
 
-Model::Model(const LoadOptions& options) : kv_scheme_(options.kv_scheme), sliding_step_(options.sliding_step) {
+Model::Model(const LoadOptions& options)
+    : backend_(make_backend(options.device)), kv_scheme_(options.kv_scheme), sliding_step_(options.sliding_step) {
   check(sliding_step_ > 0, "load: sliding_step must be positive, got ", sliding_step_);
 }
 
@@ -85,7 +86,7 @@ int64_t Model::kv_bytes_per_token() const {
 }
 
 KvBlockPool& Model::kv_pool() const {
-  std::call_once(pool_once_, [&] { pool_ = std::make_shared<KvBlockPool>(kv_block_bytes(config(), plain_kv_dtype())); });
+  std::call_once(pool_once_, [&] { pool_ = std::make_shared<KvBlockPool>(kv_block_bytes(config(), plain_kv_dtype()), backend_); });
   return *pool_;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/tensor.h"
 #include "io/model_config.h"
 #include "kv/block_pool.h"
@@ -31,6 +32,8 @@ struct LoadOptions {
   // copy on 2 MiB pages, faster to stream at decode, costs the load-time copy
   // and keeps the weights out of the shared page cache.
   WeightResidence weight_residence = WeightResidence::mapped;
+  // Where the model runs: "cpu", "cuda" or "cuda:N" (make_backend).
+  std::string device = "cpu";
 };
 
 class Model {
@@ -57,7 +60,7 @@ class Model {
   int64_t kv_bytes_per_token() const;
   // Bytes of weights in memory (mapped plus converted).
   virtual int64_t weight_bytes() const = 0;
-  virtual std::string backend_name() const = 0;
+  std::string backend_name() const { return backend_->name(); }
   // The pool every sequence of this model takes its KV blocks from.
   KvBlockPool& kv_pool() const;
 
@@ -73,6 +76,9 @@ class Model {
   // state for each linear-attention layer.
   std::unique_ptr<SequenceState> make_state(const ModelConfig& config, int64_t capacity) const;
   DType plain_kv_dtype() const { return compute_dtype() == ComputeDType::bf16 ? DType::bf16 : DType::f32; }
+
+  // Every op of the model and its KV blocks run here.
+  std::shared_ptr<Backend> backend_;
 
  private:
   KvScheme kv_scheme_;

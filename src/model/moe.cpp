@@ -1,10 +1,5 @@
 #include "model/moe.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <numeric>
-
 #include "core/error.h"
 
 namespace fathom {
@@ -44,95 +39,69 @@ std::vector<GatedMlp> load_experts(const WeightLoader& w, const std::string& pre
   return out;
 }
 
+ExpertRouting route_experts(Backend& b, const Tensor& logits, int64_t top_k, bool renormalize,
+                            const Tensor* expert_scale) {
+  const int64_t t = logits.dim(0);
+  Tensor ids = b.empty({t, top_k}, DType::i32), weights = b.empty({t, top_k}, DType::f32);
+  b.route_top_k(logits, top_k, renormalize, expert_scale, ids, weights);
+  const Tensor host_ids = b.download(ids), host_weights = b.download(weights);
+  ExpertRouting r;
+  r.top_k = top_k;
+  r.experts.assign(host_ids.data<int32_t>(), host_ids.data<int32_t>() + t * top_k);
+  r.weights.assign(host_weights.data<float>(), host_weights.data<float>() + t * top_k);
+  return r;
+}
+
 void run_experts(Backend& b, std::span<const GatedMlp> experts, GateActivation act, const Tensor& x,
-                 const std::vector<int32_t>& chosen, const std::vector<float>& weights, int64_t k, Tensor& y,
-                 bool bf16) {
-  const int64_t t = x.dim(0), hidden = x.dim(1), e = int64_t(experts.size());
+                 const ExpertRouting& routing, Tensor& y, bool bf16) {
+  const int64_t t = x.dim(0), hidden = x.dim(1), e = int64_t(experts.size()), k = routing.top_k;
   check(y.dim(0) == t && y.dim(1) == hidden, "experts: x ", x.shape_string(), " and y ", y.shape_string(),
         " disagree");
-  check(int64_t(chosen.size()) == t * k && int64_t(weights.size()) == t * k, "experts: ", chosen.size(),
-        " choices for ", t, " tokens × top_k ", k);
+  check(int64_t(routing.experts.size()) == t * k && int64_t(routing.weights.size()) == t * k, "experts: ",
+        routing.experts.size(), " choices for ", t, " tokens × top_k ", k);
   // Each expert's tokens and their routing weights, in token order.
-  std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(e));
+  std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(e));
   std::vector<std::vector<float>> token_weights(static_cast<size_t>(e));
   for (int64_t i = 0; i < t * k; ++i) {
-    const int32_t ex = chosen[size_t(i)];
+    const int32_t ex = routing.experts[size_t(i)];
     check(ex >= 0 && ex < e, "experts: expert ", ex, " outside [0, ", e, ")");
-    tokens[size_t(ex)].push_back(i / k);
-    token_weights[size_t(ex)].push_back(weights[size_t(i)]);
+    tokens[size_t(ex)].push_back(int32_t(i / k));
+    token_weights[size_t(ex)].push_back(routing.weights[size_t(i)]);
   }
-  std::memset(y.data<float>(), 0, size_t(y.numel()) * sizeof(float));
+  b.fill(y, 0.0f);
   for (int64_t ex = 0; ex < e; ++ex) {
     const int64_t n = int64_t(tokens[size_t(ex)].size());
     if (n == 0) continue;
     const GatedMlp& mlp = experts[size_t(ex)];
-    Tensor in = Tensor::empty({n, hidden}, DType::f32);  // the expert's tokens, gathered
-    for (int64_t r = 0; r < n; ++r)
-      std::memcpy(in.data<float>() + r * hidden, x.data<float>() + tokens[size_t(ex)][size_t(r)] * hidden,
-                  size_t(hidden) * sizeof(float));
-    Tensor gate = Tensor::empty({n, mlp.intermediate_size()}, DType::f32);
-    Tensor up = Tensor::empty({n, mlp.intermediate_size()}, DType::f32);
-    Tensor out = Tensor::empty({n, hidden}, DType::f32);
+    Tensor in = b.empty({n, hidden}, DType::f32);  // the expert's tokens, gathered
+    b.gather_rows(x, tokens[size_t(ex)], in);
+    Tensor gate = b.empty({n, mlp.intermediate_size()}, DType::f32);
+    Tensor up = b.empty({n, mlp.intermediate_size()}, DType::f32);
+    Tensor out = b.empty({n, hidden}, DType::f32);
     mlp(b, in, gate, up, out, act, bf16);
-    for (int64_t r = 0; r < n; ++r) {
-      const float wgt = token_weights[size_t(ex)][size_t(r)];
-      const float* src = out.data<float>() + r * hidden;
-      float* dst = y.data<float>() + tokens[size_t(ex)][size_t(r)] * hidden;
-      for (int64_t d = 0; d < hidden; ++d) dst[d] += src[d] * wgt;
-    }
+    b.scatter_add_rows(out, tokens[size_t(ex)], token_weights[size_t(ex)], y);
   }
-}
-
-void route_top_k(const float* logits, int64_t experts, int64_t k, bool renormalize, std::vector<int32_t>& chosen,
-                 std::vector<float>& weights) {
-  std::vector<float> p(static_cast<size_t>(experts));
-  const float mx = *std::max_element(logits, logits + experts);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < experts; ++i) sum += p[i] = std::exp(logits[i] - mx);
-  for (auto& v : p) v /= sum;
-  std::vector<int32_t> order(static_cast<size_t>(experts));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-  chosen.assign(order.begin(), order.begin() + k);
-  weights.resize(static_cast<size_t>(k));
-  float total = 0.0f;
-  for (int64_t j = 0; j < k; ++j) total += weights[j] = p[chosen[j]];
-  if (renormalize)
-    for (auto& v : weights) v /= total;
 }
 
 void SparseMoe::operator()(Backend& b, const Tensor& x, Tensor& y, bool bf16) const {
   const int64_t t = x.dim(0), hidden = x.dim(1), e = int64_t(experts.size());
   check(y.dim(0) == t && y.dim(1) == hidden, "moe: x ", x.shape_string(), " and y ", y.shape_string(), " disagree");
-  Tensor logits = Tensor::empty({t, e}, DType::f32);
+  Tensor logits = b.empty({t, e}, DType::f32);
   b.matmul(x, router, nullptr, logits, false);  // routing in f32 even for bf16 compute: see f32_matrix
-
-  std::vector<int32_t> chosen, all_chosen;
-  std::vector<float> weights, all_weights;
-  for (int64_t i = 0; i < t; ++i) {
-    route_top_k(logits.data<float>() + i * e, e, top_k, norm_topk_prob, chosen, weights);
-    all_chosen.insert(all_chosen.end(), chosen.begin(), chosen.end());
-    all_weights.insert(all_weights.end(), weights.begin(), weights.end());
-  }
-  run_experts(b, experts, GateActivation::silu, x, all_chosen, all_weights, top_k, y, bf16);
+  run_experts(b, experts, GateActivation::silu, x, route_experts(b, logits, top_k, norm_topk_prob), y, bf16);
   if (shared_expert) add_shared_expert(b, x, y, bf16);
 }
 
 void SparseMoe::add_shared_expert(Backend& b, const Tensor& x, Tensor& y, bool bf16) const {
   const int64_t t = x.dim(0), hidden = x.dim(1), inter = shared_expert->intermediate_size();
-  Tensor gate = Tensor::empty({t, inter}, DType::f32);
-  Tensor up = Tensor::empty({t, inter}, DType::f32);
-  Tensor out = Tensor::empty({t, hidden}, DType::f32);
-  Tensor scale = Tensor::empty({t, 1}, DType::f32);
+  Tensor gate = b.empty({t, inter}, DType::f32);
+  Tensor up = b.empty({t, inter}, DType::f32);
+  Tensor out = b.empty({t, hidden}, DType::f32);
+  Tensor scale = b.empty({t, 1}, DType::f32);
   (*shared_expert)(b, x, gate, up, out, GateActivation::silu, bf16);
   b.matmul(x, *shared_expert_gate, nullptr, scale, false);  // f32 like the router
-  for (int64_t i = 0; i < t; ++i) {
-    const float s = 1.0f / (1.0f + std::exp(-scale.data<float>()[i]));
-    const float* src = out.data<float>() + i * hidden;
-    float* dst = y.data<float>() + i * hidden;
-    for (int64_t d = 0; d < hidden; ++d) dst[d] += s * src[d];
-  }
+  b.sigmoid_mul(out, scale);
+  b.add_inplace(y, out);
 }
 
 }  // namespace fathom

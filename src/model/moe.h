@@ -44,18 +44,22 @@ struct SparseMoe {
 std::vector<GatedMlp> load_experts(const WeightLoader& w, const std::string& prefix, int64_t experts, int64_t hidden,
                                    int64_t intermediate);
 
-// y [t, hidden] ← Σ over each token's k choices of weight · expert(x), with
-// chosen/weights row-major [t, k]. Experts without tokens never run; each
-// runs once over its tokens gathered, and sums accumulate in expert order
-// (as transformers does).
-void run_experts(Backend& b, std::span<const GatedMlp> experts, GateActivation act, const Tensor& x,
-                 const std::vector<int32_t>& chosen, const std::vector<float>& weights, int64_t k, Tensor& y,
-                 bool bf16);
+// Each token's top_k experts (descending probability) and routing weights,
+// row-major [tokens, top_k], on the host: which experts run is decided there.
+struct ExpertRouting {
+  int64_t top_k = 0;
+  std::vector<int32_t> experts;
+  std::vector<float> weights;
+};
 
-// Top-k routing of one token: softmax over `logits` in f32, the k largest
-// probabilities (ties: lower expert first), renormalized to sum 1 when asked.
-// Returns the experts in descending probability; weights alongside.
-void route_top_k(const float* logits, int64_t experts, int64_t k, bool renormalize, std::vector<int32_t>& chosen,
-                 std::vector<float>& weights);
+// The backend's route_top_k over router logits [t, experts], brought to the host.
+ExpertRouting route_experts(Backend& b, const Tensor& logits, int64_t top_k, bool renormalize,
+                            const Tensor* expert_scale = nullptr);
+
+// y [t, hidden] ← Σ over each token's choices of weight · expert(x). Experts
+// without tokens never run; each runs once over its tokens gathered, and sums
+// accumulate in expert order (as transformers does).
+void run_experts(Backend& b, std::span<const GatedMlp> experts, GateActivation act, const Tensor& x,
+                 const ExpertRouting& routing, Tensor& y, bool bf16);
 
 }  // namespace fathom

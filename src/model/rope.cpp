@@ -109,6 +109,13 @@ void RopeTable::fill(int64_t first_position, int64_t count, Tensor& cos, Tensor&
   }
 }
 
+RopeTable::Tables RopeTable::tables(Backend& b, const StepLayout& layout) const {
+  Tensor cos = Tensor::empty({layout.rows(), half()}, DType::f32);
+  Tensor sin = Tensor::empty({layout.rows(), half()}, DType::f32);
+  fill(layout, cos, sin);
+  return {b.upload(cos), b.upload(sin)};
+}
+
 void RopeTable::fill(const StepLayout& layout, Tensor& cos, Tensor& sin) const {
   for (const auto& segment : layout.segments) {
     Tensor c = cos.slice_rows(segment.row, segment.row + segment.rows);

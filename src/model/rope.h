@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/tensor.h"
 #include "io/model_config.h"
 #include "model/step.h"
@@ -22,6 +23,11 @@ class RopeTable {
   void fill(int64_t first_position, int64_t count, Tensor& cos, Tensor& sin) const;
   // Every row of a step at its own sequence's position.
   void fill(const StepLayout& layout, Tensor& cos, Tensor& sin) const;
+  // cos, sin [rows, half] for a step, filled on the host and uploaded to the backend.
+  struct Tables {
+    Tensor cos, sin;
+  };
+  Tables tables(Backend& b, const StepLayout& layout) const;
 
  private:
   void init_proportional(const RopeConfig& rope, int64_t head_dim);

@@ -1,5 +1,8 @@
 #include "model/weights.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/error.h"
 
 namespace fathom {
@@ -68,6 +71,47 @@ Tensor WeightLoader::vector(const std::string& name, int64_t n) const {
   if (t.dtype() == DType::f32) return t;
   converted_bytes_ += n * 4;
   return convert_tensor(t, DType::f32);
+}
+
+Tensor WeightLoader::one_plus_vector(const std::string& name, int64_t n) const {
+  Tensor w = vector(name, n);
+  Tensor out = Tensor::empty({n}, DType::f32);
+  for (int64_t i = 0; i < n; ++i) out.data<float>()[i] = 1.0f + w.data<float>()[i];
+  if (store_.get(name).dtype() == DType::f32) converted_bytes_ += n * 4;  // a conversion was already counted
+  return out;
+}
+
+Tensor WeightLoader::regroup_rows(const Tensor& stored, const Tensor& t, const std::vector<int64_t>& order) const {
+  const int64_t rows = t.dim(0);
+  check(int64_t(order.size()) == rows, "model weights: regrouping ", rows, " rows by an order of ", order.size());
+  const size_t row_bytes = t.nbytes() / size_t(std::max<int64_t>(rows, 1));
+  Tensor out = Tensor::empty(t.shape(), t.dtype());
+  for (int64_t i = 0; i < rows; ++i) {
+    check(order[size_t(i)] >= 0 && order[size_t(i)] < rows, "model weights: regrouping row ", order[size_t(i)],
+          " of ", rows);
+    std::memcpy(static_cast<char*>(out.raw()) + size_t(i) * row_bytes,
+                static_cast<const char*>(t.raw()) + size_t(order[size_t(i)]) * row_bytes, row_bytes);
+  }
+  if (t.raw() == stored.raw()) converted_bytes_ += int64_t(out.nbytes());  // else the conversion was counted
+  return out;
+}
+
+Tensor WeightLoader::matmul_weight_rows(const std::string& name, int64_t rows, int64_t cols,
+                                        const std::vector<int64_t>& order) const {
+  const Tensor stored = fetch(name, {rows, cols});
+  return regroup_rows(stored, to_matmul_dtype(stored), order);
+}
+
+Tensor WeightLoader::f32_matrix_rows(const std::string& name, int64_t rows, int64_t cols,
+                                     const std::vector<int64_t>& order) const {
+  const Tensor stored = fetch(name, {rows, cols});
+  return regroup_rows(stored, f32_matrix(name, rows, cols), order);
+}
+
+Tensor ones(int64_t n) {
+  Tensor t = Tensor::empty({n}, DType::f32);
+  std::fill_n(t.data<float>(), n, 1.0f);
+  return t;
 }
 
 Tensor WeightLoader::table(const std::string& name, int64_t rows, int64_t cols) const {

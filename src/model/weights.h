@@ -27,8 +27,19 @@ class WeightLoader {
   // A small matrix kept in f32 whatever the compute dtype (MoE routers: a
   // bf16-rounded router flips expert choices between near-tied experts).
   Tensor f32_matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  // A matmul weight [rows, cols] whose rows are regrouped: row i of the
+  // result is stored row order[i] (a fused projection laid out the way the
+  // model's ops read it). A private copy, counted as converted.
+  Tensor matmul_weight_rows(const std::string& name, int64_t rows, int64_t cols,
+                            const std::vector<int64_t>& order) const;
+  // The same for a matrix kept in f32 (see f32_matrix).
+  Tensor f32_matrix_rows(const std::string& name, int64_t rows, int64_t cols, const std::vector<int64_t>& order) const;
   // Norm weights and biases: always f32, [n].
   Tensor vector(const std::string& name, int64_t n) const;
+  // 1 + w of a norm weight: Gemma and Qwen3-Next store some RMSNorm weights
+  // as w and scale by (1 + w), computed in f32, which the plain rms_norm op
+  // then applies.
+  Tensor one_plus_vector(const std::string& name, int64_t n) const;
   // An embedding table [rows, cols] as stored (the gather widens any dtype).
   Tensor table(const std::string& name, int64_t rows, int64_t cols) const;
   bool has(const std::string& name) const { return store_.has(name); }
@@ -38,6 +49,8 @@ class WeightLoader {
  private:
   Tensor fetch(const std::string& name, const std::vector<int64_t>& shape) const;
   Tensor to_matmul_dtype(Tensor t) const;
+  // Rows of t in `order`, into fresh memory (counted unless t already is a conversion).
+  Tensor regroup_rows(const Tensor& stored, const Tensor& t, const std::vector<int64_t>& order) const;
 
   const WeightStore& store_;
   ComputeDType compute_;
@@ -46,5 +59,7 @@ class WeightLoader {
 
 // dst ← src converted elementwise (f32/bf16/f16 → f32/bf16).
 Tensor convert_tensor(const Tensor& src, DType dst);
+// n ones (f32): the weight of an RMSNorm that has none of its own.
+Tensor ones(int64_t n);
 
 }  // namespace fathom

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
+#include "backend/turbo_codec.h"
 #include "kv/paged_kv_layer.h"
 #include "test_util.h"
 
@@ -18,7 +19,7 @@ using testing::relative_error;
 // `length` random rows from position `first` in blocks of `block_rows`.
 struct RandomBlocks {
   std::vector<Tensor> storage;
-  std::vector<const std::byte*> table;
+  std::vector<std::byte*> table;
   KvView view;
   RandomBlocks(int64_t kv_heads, int64_t head_dim, DType dtype, int64_t block_rows, int64_t length, int64_t first,
                std::mt19937_64& rng) {
@@ -29,7 +30,7 @@ struct RandomBlocks {
     f.block_rows = block_rows;
     for (int64_t b = 0; b < (length + block_rows - 1) / block_rows; ++b) {
       storage.push_back(random_tensor({f.bytes() / int64_t(dtype_size(dtype))}, dtype, rng));
-      table.push_back(static_cast<const std::byte*>(storage.back().raw()));
+      table.push_back(static_cast<std::byte*>(storage.back().raw()));
     }
     view.blocks = table.data();
     view.length = length;
@@ -154,7 +155,7 @@ TEST(Attention, CodedBlocksMatchReference) {
   auto rng = fresh_rng(&seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto backend = make_cpu_backend();
-  auto pool = std::make_shared<KvBlockPool>(4096);
+  auto pool = std::make_shared<KvBlockPool>(4096, backend);
   const int64_t kv_heads = 2, heads = 6, d = 64, length = 90;
   for (const auto& [codec, k_bits, v_bits, group] :
        {std::tuple{KvFormat::Codec::affine, 4, 4, 32}, std::tuple{KvFormat::Codec::affine, 8, 8, 64},
@@ -174,8 +175,16 @@ TEST(Attention, CodedBlocksMatchReference) {
       p.first_position = length - t;
       Tensor out = Tensor::empty(q.shape(), DType::f32);
       backend->attention(q, layer.view(), p, out);
-      std::vector<float> ref(static_cast<size_t>(q.numel()));
-      cpu::attention_rows_reference(q.data<float>(), heads, layer.view(), p, 0, t, ref.data());
+      // A codebook cache holds rotated rows: the reference takes rotated
+      // queries and its output is rotated back, as the backend does inside.
+      const HadamardRotation rotation(d, 11);
+      const bool rotated = codec == KvFormat::Codec::codebook;
+      std::vector<float> rq(q.data<float>(), q.data<float>() + q.numel()), ref(rq.size());
+      if (rotated)
+        for (int64_t r = 0; r < t * heads; ++r) rotation.apply(rq.data() + r * d);
+      cpu::attention_rows_reference(rq.data(), heads, layer.view(), p, 0, t, ref.data());
+      if (rotated)
+        for (int64_t r = 0; r < t * heads; ++r) rotation.apply_inverse(ref.data() + r * d);
       EXPECT_LT(relative_error(out.data<float>(), ref.data(), q.numel()), 1e-5) << "bits " << k_bits << " t " << t;
     }
   }

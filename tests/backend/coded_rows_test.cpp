@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
-#include "kv/affine_codec.h"
-#include "kv/turbo_codec.h"
+#include "backend/affine_codec.h"
+#include "backend/turbo_codec.h"
 #include "test_util.h"
 
 namespace fathom {

@@ -7,10 +7,10 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
-#include "kv/affine_codec.h"
+#include "backend/affine_codec.h"
 #include "kv/kv_layer.h"
 #include "kv/kv_scheme.h"
-#include "kv/turbo_codec.h"
+#include "backend/turbo_codec.h"
 #include "test_util.h"
 
 namespace fathom {
@@ -162,7 +162,7 @@ TEST(QuantizedAttention, MatchesReferenceAndStaysNearExact) {
       kv3{LayerCodec::Kind::affine, 3, 64}, turbo44{LayerCodec::Kind::turbo, 16, 64, 4, 4},
       turbo23{LayerCodec::Kind::turbo, 16, 64, 2, 3};
   for (const Case& c : {Case{kv8, 0.02}, Case{kv4, 0.15}, Case{kv3, 0.3}, Case{turbo44, 0.2}, Case{turbo23, 0.5}}) {
-    auto pool = std::make_shared<KvBlockPool>(4096);
+    auto pool = std::make_shared<KvBlockPool>(4096, backend);
     KvLayerSpec spec;
     spec.plain = LayerCodec{}.format(kv_heads, d, DType::f32, pool->block_bytes());
     spec.capacity = n;
@@ -184,8 +184,16 @@ TEST(QuantizedAttention, MatchesReferenceAndStaysNearExact) {
     {  // the tiles over coded blocks vs the reference, same view
       Tensor fast = Tensor::empty(q.shape(), DType::f32);
       backend->attention(q, coded->view(), p, fast);
-      std::vector<float> ref(static_cast<size_t>(q.numel()));
-      cpu::attention_rows_reference(q.data<float>(), heads, coded->view(), p, 0, t, ref.data());
+      // A codebook cache holds rotated rows: the reference takes rotated
+      // queries and its output is rotated back, as the backend does inside.
+      const bool rotated = coded->view().format.codec == KvFormat::Codec::codebook;
+      const HadamardRotation rotation(d, spec.rotation_seed);
+      std::vector<float> rq(q.data<float>(), q.data<float>() + q.numel()), ref(rq.size());
+      if (rotated)
+        for (int64_t r = 0; r < t * heads; ++r) rotation.apply(rq.data() + r * d);
+      cpu::attention_rows_reference(rq.data(), heads, coded->view(), p, 0, t, ref.data());
+      if (rotated)
+        for (int64_t r = 0; r < t * heads; ++r) rotation.apply_inverse(ref.data() + r * d);
       EXPECT_LT(relative_error(fast.data<float>(), ref.data(), q.numel()), 1e-5) << c.codec.label();
     }
   }

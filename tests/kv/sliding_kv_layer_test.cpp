@@ -24,7 +24,7 @@ struct Pair {
 };
 
 // Blocks of 4 plain f32 rows, so a window spans several.
-const auto kPool = std::make_shared<KvBlockPool>(4 * 2 * kKvHeads * kHeadDim * 4);
+const auto kPool = std::make_shared<KvBlockPool>(4 * 2 * kKvHeads * kHeadDim * 4, make_cpu_backend());
 
 Pair make_pair(const LayerCodec& codec, int64_t window, int64_t step, int64_t capacity, int64_t start) {
   KvLayerSpec spec;

@@ -6,6 +6,8 @@
 // step resolves to the state of exactly the kept tokens.
 #include "model/gated_deltanet.h"
 
+#include "backend/cpu/delta_rule.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,8 +39,8 @@ DeltaNetDims small_dims() {
 struct RuleData {
   std::vector<float> q, k, v, g, beta;
   int64_t t;
-  DeltaRuleInputs inputs(const DeltaNetDims& d) const {
-    DeltaRuleInputs in;
+  cpu::DeltaRuleInputs inputs(const DeltaNetDims& d) const {
+    cpu::DeltaRuleInputs in;
     in.q = q.data();
     in.k = k.data();
     in.v = v.data();
@@ -87,7 +89,7 @@ std::vector<float> random_state(const DeltaNetDims& d, std::mt19937_64& rng) {
 }
 
 // The rule written out directly in double precision, one head at a time.
-void reference_rule(const DeltaNetDims& d, const DeltaRuleInputs& in, std::vector<double>& state,
+void reference_rule(const DeltaNetDims& d, const cpu::DeltaRuleInputs& in, std::vector<double>& state,
                     std::vector<double>& out) {
   const int64_t hv = d.num_value_heads, dk = d.key_head_dim, dv = d.value_head_dim;
   const int64_t group = hv / d.num_key_heads;
@@ -124,7 +126,7 @@ TEST(GatedDeltaRule, RecurrenceMatchesDoublePrecisionReference) {
   std::vector<float> state = random_state(d, rng);
   std::vector<double> ref_state(state.begin(), state.end()), ref_out;
   std::vector<float> out(size_t(data.t * d.value_dim()));
-  gated_delta_rule_recurrent(d, data.inputs(d), state.data(), out.data());
+  cpu::gated_delta_rule_recurrent(delta_rule_shape(d), data.inputs(d), state.data(), out.data());
   reference_rule(d, data.inputs(d), ref_state, ref_out);
   EXPECT_LT(rel(out, std::vector<float>(ref_out.begin(), ref_out.end())), 1e-5);
   EXPECT_LT(rel(state, std::vector<float>(ref_state.begin(), ref_state.end())), 1e-5);
@@ -142,8 +144,8 @@ TEST(GatedDeltaRule, ChunkedMatchesRecurrenceFromNonZeroState) {
       const std::vector<float> start = random_state(d, rng);
       std::vector<float> s_rec = start, s_chunk = start;
       std::vector<float> o_rec(size_t(t * d.value_dim())), o_chunk(o_rec.size());
-      gated_delta_rule_recurrent(d, data.inputs(d), s_rec.data(), o_rec.data());
-      gated_delta_rule_chunked(d, data.inputs(d), chunk, s_chunk.data(), o_chunk.data());
+      cpu::gated_delta_rule_recurrent(delta_rule_shape(d), data.inputs(d), s_rec.data(), o_rec.data());
+      cpu::gated_delta_rule_chunked(delta_rule_shape(d), data.inputs(d), chunk, s_chunk.data(), o_chunk.data());
       EXPECT_LT(rel(o_chunk, o_rec), 1e-5);
       EXPECT_LT(rel(s_chunk, s_rec), 1e-5);
     }
@@ -165,16 +167,16 @@ TEST(GatedDeltaRule, CopiesAreTheStatesAfterEachToken) {
   std::vector<float*> slots(static_cast<size_t>(t));
   for (int64_t i = 0; i < t; ++i) slots[size_t(i)] = i == 3 ? nullptr : copies.data() + i * n;  // null: no copy
   std::vector<float> out(size_t(t * d.value_dim())), plain_out(out.size());
-  gated_delta_rule_recurrent(d, data.inputs(d), state.data(), out.data(), slots.data());
-  gated_delta_rule_recurrent(d, data.inputs(d), plain.data(), plain_out.data());
+  cpu::gated_delta_rule_recurrent(delta_rule_shape(d), data.inputs(d), state.data(), out.data(), slots.data());
+  cpu::gated_delta_rule_recurrent(delta_rule_shape(d), data.inputs(d), plain.data(), plain_out.data());
   EXPECT_EQ(state, plain);
   EXPECT_EQ(out, plain_out);
   for (int64_t i = 0; i < t; ++i) {
     SCOPED_TRACE("token " + std::to_string(i));
-    DeltaRuleInputs prefix = data.inputs(d);
+    cpu::DeltaRuleInputs prefix = data.inputs(d);
     prefix.t = i + 1;
     std::vector<float> s = start, o(size_t(prefix.t * d.value_dim()));
-    gated_delta_rule_recurrent(d, prefix, s.data(), o.data());
+    cpu::gated_delta_rule_recurrent(delta_rule_shape(d), prefix, s.data(), o.data());
     if (i == 3) {
       EXPECT_TRUE(std::all_of(copies.begin() + i * n, copies.begin() + (i + 1) * n, [](float x) { return x == -1.0f; }));
       continue;
@@ -194,8 +196,8 @@ TEST(GatedDeltaRule, ChunkedPrefillsCompose) {
   const std::vector<float> start = random_state(d, rng);
   std::vector<float> s_whole = start, s_split = start;
   std::vector<float> o_whole(size_t(t * d.value_dim())), o_split(o_whole.size());
-  gated_delta_rule_chunked(d, data.inputs(d), kDeltaRuleChunk, s_whole.data(), o_whole.data());
-  DeltaRuleInputs head = data.inputs(d), tail = data.inputs(d);
+  cpu::gated_delta_rule_chunked(delta_rule_shape(d), data.inputs(d), kDeltaRuleChunk, s_whole.data(), o_whole.data());
+  cpu::DeltaRuleInputs head = data.inputs(d), tail = data.inputs(d);
   head.t = split;
   tail.t = t - split;
   tail.q += split * tail.q_stride;
@@ -203,8 +205,8 @@ TEST(GatedDeltaRule, ChunkedPrefillsCompose) {
   tail.v += split * tail.v_stride;
   tail.g += split * d.num_value_heads;
   tail.beta += split * d.num_value_heads;
-  gated_delta_rule_chunked(d, head, kDeltaRuleChunk, s_split.data(), o_split.data());
-  gated_delta_rule_chunked(d, tail, kDeltaRuleChunk, s_split.data(), o_split.data() + split * d.value_dim());
+  cpu::gated_delta_rule_chunked(delta_rule_shape(d), head, kDeltaRuleChunk, s_split.data(), o_split.data());
+  cpu::gated_delta_rule_chunked(delta_rule_shape(d), tail, kDeltaRuleChunk, s_split.data(), o_split.data() + split * d.value_dim());
   EXPECT_LT(rel(o_split, o_whole), 1e-5);
   EXPECT_LT(rel(s_split, s_whole), 1e-5);
 }
@@ -235,7 +237,7 @@ TEST(CausalConv1d, MatchesDirectConvolutionAcrossSplitCalls) {
   std::vector<float> got(expect.size());
   int64_t begin = 0;
   for (int64_t n : {1, 2, 6, 4}) {
-    causal_conv1d_silu(x.data<float>() + begin * channels, n, channels, channels, w.data<float>(), kernel,
+    cpu::causal_conv1d_silu(x.data<float>() + begin * channels, n, channels, channels, w.data<float>(), kernel,
                        state.data(), got.data() + begin * channels);
     begin += n;
   }
@@ -249,19 +251,14 @@ TEST(CausalConv1d, MatchesDirectConvolutionAcrossSplitCalls) {
 
 // A whole layer with random weights: a prefill then decode steps equal one
 // prefill of everything (conv and recurrent state both carried).
-GatedDeltaNet random_layer(const DeltaNetDims& d, int64_t hidden, bool fused, std::mt19937_64& rng) {
+GatedDeltaNet random_layer(const DeltaNetDims& d, int64_t hidden, std::mt19937_64& rng) {
   const float s = 1.0f / std::sqrt(float(hidden));
   GatedDeltaNet n;
   n.dims = d;
-  if (fused) {
-    n.in_qkvz = Linear{random_tensor({2 * d.key_dim() + 2 * d.value_dim(), hidden}, DType::f32, rng, s), {}};
-    n.in_ba = Linear{random_tensor({2 * d.num_value_heads, hidden}, DType::f32, rng, s), {}};
-  } else {
-    n.in_qkv = Linear{random_tensor({d.conv_dim(), hidden}, DType::f32, rng, s), {}};
-    n.in_z = Linear{random_tensor({d.value_dim(), hidden}, DType::f32, rng, s), {}};
-    n.in_b = Linear{random_tensor({d.num_value_heads, hidden}, DType::f32, rng, s), {}};
-    n.in_a = Linear{random_tensor({d.num_value_heads, hidden}, DType::f32, rng, s), {}};
-  }
+  n.in_qkv = Linear{random_tensor({d.conv_dim(), hidden}, DType::f32, rng, s), {}};
+  n.in_z = Linear{random_tensor({d.value_dim(), hidden}, DType::f32, rng, s), {}};
+  n.in_b = Linear{random_tensor({d.num_value_heads, hidden}, DType::f32, rng, s), {}};
+  n.in_a = Linear{random_tensor({d.num_value_heads, hidden}, DType::f32, rng, s), {}};
   n.conv_weight = random_tensor({d.conv_dim(), d.conv_kernel}, DType::f32, rng, 0.5f);
   n.neg_a = random_tensor({d.num_value_heads}, DType::f32, rng);
   for (int64_t i = 0; i < d.num_value_heads; ++i) n.neg_a.data<float>()[i] = -std::exp(n.neg_a.data<float>()[i]);
@@ -278,12 +275,11 @@ TEST(GatedDeltaNetLayer, PiecewiseEqualsWhole) {
   auto b = make_cpu_backend();
   const DeltaNetDims d = small_dims();
   const int64_t hidden = 40, t = 90;
-  for (bool fused : {false, true}) {
-    SCOPED_TRACE(fused ? "fused projections" : "separate projections");
-    const GatedDeltaNet net = random_layer(d, hidden, fused, rng);
+  {
+    const GatedDeltaNet net = random_layer(d, hidden, rng);
     const Tensor x = random_tensor({t, hidden}, DType::f32, rng);
     auto run = [&](RecurrentState& state, int64_t begin, int64_t n, float* dst) {
-      GatedDeltaNetScratch scratch(n, d, fused);
+      GatedDeltaNetScratch scratch(*b, n, d);
       Tensor out = Tensor::empty({n, hidden}, DType::f32);
       run_gated_deltanet(*b, net, x.slice_rows(begin, begin + n), state, scratch, out, false);
       std::copy(out.data<float>(), out.data<float>() + out.numel(), dst);
@@ -334,12 +330,11 @@ TEST(GatedDeltaNetLayer, AVerifyStepResolvesToTheStateOfTheKeptTokens) {
   auto b = make_cpu_backend();
   const DeltaNetDims d = small_dims();
   const int64_t hidden = 40, prompt = 20, rows = 6;
-  for (bool fused : {false, true}) {
-    SCOPED_TRACE(fused ? "fused projections" : "separate projections");
-    const GatedDeltaNet net = random_layer(d, hidden, fused, rng);
+  {
+    const GatedDeltaNet net = random_layer(d, hidden, rng);
     const Tensor x = random_tensor({prompt + rows + 1, hidden}, DType::f32, rng);
     auto run = [&](RecurrentState& state, int64_t begin, int64_t n) {
-      GatedDeltaNetScratch scratch(n, d, fused);
+      GatedDeltaNetScratch scratch(*b, n, d);
       Tensor out = Tensor::empty({n, hidden}, DType::f32);
       run_gated_deltanet(*b, net, x.slice_rows(begin, begin + n), state, scratch, out, false);
       return out;
@@ -403,23 +398,26 @@ TEST(RecurrentStateStep, MisuseIsAnErrorAndResetDropsTheStep) {
   const DeltaNetDims d = small_dims();
   RecurrentState s(d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
   const int64_t base = s.bytes();
-  std::vector<float> row(size_t(d.conv_dim()), 1.0f);
+  auto b = make_cpu_backend();
+  Tensor rows = Tensor::empty({4, d.conv_dim()}, DType::f32);
+  b->fill(rows, 1.0f);
+  const Tensor row = rows.slice_rows(0, 1);
   EXPECT_THROW(s.resolve_step(1), Error);  // no step open
   EXPECT_THROW(s.copy_after(1), Error);
-  EXPECT_THROW(s.record_conv_inputs(row.data(), 1, d.conv_dim()), Error);
+  EXPECT_THROW(s.record_conv_inputs(*b, row), Error);
   EXPECT_THROW(s.begin_step(0), Error);
   s.begin_step(3);
   EXPECT_THROW(s.begin_step(3), Error);  // one step at a time
   EXPECT_THROW(s.copy_after(0), Error);
   EXPECT_THROW(s.copy_after(4), Error);
   EXPECT_EQ(s.copy_after(3), nullptr);  // the last position's matrix is `matrix` itself
-  EXPECT_THROW(s.record_conv_inputs(row.data(), 4, d.conv_dim()), Error);  // more positions than the step has
-  s.record_conv_inputs(row.data(), 1, d.conv_dim());
+  EXPECT_THROW(s.record_conv_inputs(*b, rows), Error);  // more positions than the step has
+  s.record_conv_inputs(*b, row);
   s.length += 1;
   EXPECT_THROW(s.resolve_step(1), Error);  // only 1 of 3 positions written
   EXPECT_TRUE(s.in_step());
-  s.record_conv_inputs(row.data(), 1, d.conv_dim());
-  s.record_conv_inputs(row.data(), 1, d.conv_dim());
+  s.record_conv_inputs(*b, row);
+  s.record_conv_inputs(*b, row);
   s.length += 2;
   EXPECT_THROW(s.resolve_step(0), Error);
   EXPECT_THROW(s.resolve_step(4), Error);

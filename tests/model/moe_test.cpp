@@ -14,18 +14,19 @@ using testing::fresh_rng;
 using testing::random_tensor;
 
 TEST(MoeRouting, SoftmaxTopKAndRenormalization) {
+  auto b = make_cpu_backend();
   const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.5f, 0.0f};
-  std::vector<int32_t> chosen;
-  std::vector<float> w;
-  route_top_k(logits.data(), 5, 2, false, chosen, w);
-  ASSERT_EQ(chosen, (std::vector<int32_t>{1, 3}));
+  Tensor l = Tensor::empty({1, 5}, DType::f32);
+  std::copy(logits.begin(), logits.end(), l.data<float>());
+  ExpertRouting r = route_experts(*b, l, 2, false);
+  ASSERT_EQ(r.experts, (std::vector<int32_t>{1, 3}));
   double z = 0;
-  for (float l : logits) z += std::exp(double(l));
-  EXPECT_NEAR(w[0], std::exp(2.0) / z, 1e-6);
-  EXPECT_NEAR(w[1], std::exp(1.5) / z, 1e-6);
-  route_top_k(logits.data(), 5, 2, true, chosen, w);
-  EXPECT_NEAR(w[0] + w[1], 1.0, 1e-6);
-  EXPECT_NEAR(w[0] / w[1], std::exp(0.5), 1e-5);
+  for (float x : logits) z += std::exp(double(x));
+  EXPECT_NEAR(r.weights[0], std::exp(2.0) / z, 1e-6);
+  EXPECT_NEAR(r.weights[1], std::exp(1.5) / z, 1e-6);
+  r = route_experts(*b, l, 2, true);
+  EXPECT_NEAR(r.weights[0] + r.weights[1], 1.0, 1e-6);
+  EXPECT_NEAR(r.weights[0] / r.weights[1], std::exp(0.5), 1e-5);
 }
 
 TEST(SparseMoe, MatchesDirectSumOverChosenExperts) {

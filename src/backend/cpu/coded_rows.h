@@ -5,7 +5,7 @@
 // writes and re-reads 4 bytes per value; these kernels read the ½–1 byte
 // codes once, which is what makes a 4- or 8-bit cache cheaper than bf16.
 //
-// Storage is that of kv/affine_codec.h and kv/turbo_codec.h: a row of d
+// Storage is that of backend/affine_codec.h and backend/turbo_codec.h: a row of d
 // values is a little-endian stream of `bits`-wide codes in 32-bit words.
 #include <cstdint>
 

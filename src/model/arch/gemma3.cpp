@@ -44,17 +44,17 @@ class Gemma3Model final : public DecoderModel {
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = root + "layers." + std::to_string(i);
       GemmaDecoderLayer l;
-      l.input_norm = one_plus(w.vector(p + ".input_layernorm.weight", c.hidden_size));
-      l.post_attention_norm = one_plus(w.vector(p + ".post_attention_layernorm.weight", c.hidden_size));
-      l.pre_feedforward_norm = one_plus(w.vector(p + ".pre_feedforward_layernorm.weight", c.hidden_size));
-      l.post_feedforward_norm = one_plus(w.vector(p + ".post_feedforward_layernorm.weight", c.hidden_size));
+      l.input_norm = w.one_plus_vector(p + ".input_layernorm.weight", c.hidden_size);
+      l.post_attention_norm = w.one_plus_vector(p + ".post_attention_layernorm.weight", c.hidden_size);
+      l.pre_feedforward_norm = w.one_plus_vector(p + ".pre_feedforward_layernorm.weight", c.hidden_size);
+      l.post_feedforward_norm = w.one_plus_vector(p + ".post_feedforward_layernorm.weight", c.hidden_size);
       l.attn = SelfAttention::load(w, p + ".self_attn", c, i);  // config.qk_norm is set for gemma3_text
-      l.attn.q_norm = one_plus(*l.attn.q_norm);
-      l.attn.k_norm = one_plus(*l.attn.k_norm);
+      l.attn.q_norm = w.one_plus_vector(p + ".self_attn.q_norm.weight", c.head_dim);
+      l.attn.k_norm = w.one_plus_vector(p + ".self_attn.k_norm.weight", c.head_dim);
       l.mlp = GatedMlp::load(w, p + ".mlp", c.hidden_size, c.intermediate_size, false);
       layers_.push_back(std::move(l));
     }
-    final_norm_ = one_plus(w.vector(root + "norm.weight", c.hidden_size));
+    final_norm_ = w.one_plus_vector(root + "norm.weight", c.hidden_size);
     load_lm_head(w, root);
     count_weight_bytes(w);
   }
@@ -65,21 +65,16 @@ class Gemma3Model final : public DecoderModel {
     const bool bf16 = this->bf16();
     Backend& b = *backend_;
 
-    Tensor x = Tensor::empty({t, c.hidden_size}, DType::f32);  // residual stream
-    Tensor h = Tensor::empty({t, c.hidden_size}, DType::f32);  // normed input
-    Tensor s = Tensor::empty({t, c.hidden_size}, DType::f32);  // sublayer output
-    AttentionScratch scratch(t, c);
-    Tensor gate = Tensor::empty({t, c.intermediate_size}, DType::f32);
-    Tensor up = Tensor::empty({t, c.intermediate_size}, DType::f32);
-    Tensor global_cos = Tensor::empty({t, global_rope_.half()}, DType::f32);
-    Tensor global_sin = Tensor::empty({t, global_rope_.half()}, DType::f32);
-    Tensor local_cos = Tensor::empty({t, local_rope_.half()}, DType::f32);
-    Tensor local_sin = Tensor::empty({t, local_rope_.half()}, DType::f32);
+    Tensor x = b.empty({t, c.hidden_size}, DType::f32);  // residual stream
+    Tensor h = b.empty({t, c.hidden_size}, DType::f32);  // normed input
+    Tensor s = b.empty({t, c.hidden_size}, DType::f32);  // sublayer output
+    AttentionScratch scratch(b, t, c);
+    Tensor gate = b.empty({t, c.intermediate_size}, DType::f32);
+    Tensor up = b.empty({t, c.intermediate_size}, DType::f32);
+    const RopeTable::Tables global_tables = global_rope_.tables(b, layout), local_tables = local_rope_.tables(b, layout);
 
     b.embedding(embed_, layout.ids, x);
-    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= embed_scale_;
-    global_rope_.fill(layout, global_cos, global_sin);
-    local_rope_.fill(layout, local_cos, local_sin);
+    b.scale(x, embed_scale_);
     AttentionParams params;
     params.scale = float(std::pow(*c.query_pre_attn_scalar, -0.5));
     const float eps = float(c.rms_norm_eps);
@@ -88,8 +83,8 @@ class Gemma3Model final : public DecoderModel {
       const GemmaDecoderLayer& l = layers_[i];
       const bool local = c.layer_types[i] == LayerKind::sliding_attention;
       b.rms_norm(x, l.input_norm, eps, h);
-      run_self_attention(b, l.attn, c, h, local ? local_cos : global_cos, local ? local_sin : global_sin, params,
-                         layout, i, scratch, s, bf16);
+      const RopeTable::Tables& rope = local ? local_tables : global_tables;
+      run_self_attention(b, l.attn, c, h, rope.cos, rope.sin, params, layout, i, scratch, s, bf16);
       b.rms_norm(s, l.post_attention_norm, eps, s);
       b.add_inplace(x, s);
 
@@ -99,12 +94,7 @@ class Gemma3Model final : public DecoderModel {
       b.add_inplace(x, s);
     }
 
-    Tensor out = logits(x, layout);
-    if (c.final_logit_softcapping) {
-      const float cap = float(*c.final_logit_softcapping);
-      for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = std::tanh(out.data<float>()[i] / cap) * cap;
-    }
-    return out;
+    return logits(x, layout);
   }
 
  private:

@@ -9,7 +9,6 @@
 // beside the dense MLP; every layer's output is scaled by its layer_scalar.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <span>
 
@@ -59,10 +58,6 @@ struct Gemma4Layer {
 // A scale as transformers applies it: cast to the weights' (compute) dtype.
 float in_compute_dtype(double v, bool bf16) {
   return bf16 ? bf16_to_f32(f32_to_bf16(float(v))) : float(v);
-}
-
-void scale_inplace(Tensor& x, float s) {
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= s;
 }
 
 // The first numel(shape) elements of a flat buffer, viewed as `shape`.
@@ -173,16 +168,12 @@ class Gemma4Model final : public DecoderModel {
     Scratch s = scratch(t);
 
     b.embedding(embed_, layout.ids, s.x);
-    scale_inplace(s.x, embed_scale_);
+    b.scale(s.x, embed_scale_);
     if (c.hidden_size_per_layer_input > 0) per_layer_inputs(layout.ids, s);
 
-    RopeCache rope[2];  // [0] sliding, [1] full attention
+    RopeTable::Tables rope[2];  // [0] sliding, [1] full attention
     for (int kind = 0; kind < 2; ++kind)
-      if (rope_[kind]) {
-        rope[kind].cos = Tensor::empty({t, rope_[kind]->half()}, DType::f32);
-        rope[kind].sin = Tensor::empty({t, rope_[kind]->half()}, DType::f32);
-        rope_[kind]->fill(layout, rope[kind].cos, rope[kind].sin);
-      }
+      if (rope_[kind]) rope[kind] = rope_[kind]->tables(b, layout);
     AttentionParams params;
     params.scale = 1.0f;  // Gemma 4 never scales scores; its q/k norms set their size
 
@@ -191,19 +182,10 @@ class Gemma4Model final : public DecoderModel {
       run_layer(i, s, rope[kind], params, layout);
     }
 
-    Tensor out = logits(s.x, layout);
-    if (c.final_logit_softcapping) {
-      const float cap = float(*c.final_logit_softcapping);
-      for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = std::tanh(out.data<float>()[i] / cap) * cap;
-    }
-    return out;
+    return logits(s.x, layout);
   }
 
  private:
-  struct RopeCache {
-    Tensor cos, sin;  // [t, head_dim / 2 of the layer type]
-  };
-
   // One table per layer type, at that type's head_dim (global layers may be wider).
   void make_rope_tables() {
     const ModelConfig& c = config_;
@@ -224,18 +206,19 @@ class Gemma4Model final : public DecoderModel {
 
   Scratch scratch(int64_t t) const {
     const ModelConfig& c = config_;
+    Backend& b = *backend_;
     Scratch s;
-    for (Tensor* x : {&s.x, &s.h, &s.s, &s.s2}) *x = Tensor::empty({t, c.hidden_size}, DType::f32);
-    s.q = Tensor::empty({t * max_q_}, DType::f32);
-    s.attn = Tensor::empty({t * max_q_}, DType::f32);
-    s.k = Tensor::empty({t * max_kv_}, DType::f32);
-    s.v = Tensor::empty({t * max_kv_}, DType::f32);
-    s.gate = Tensor::empty({t * max_intermediate_}, DType::f32);
-    s.up = Tensor::empty({t * max_intermediate_}, DType::f32);
+    for (Tensor* x : {&s.x, &s.h, &s.s, &s.s2}) *x = b.empty({t, c.hidden_size}, DType::f32);
+    s.q = b.empty({t * max_q_}, DType::f32);
+    s.attn = b.empty({t * max_q_}, DType::f32);
+    s.k = b.empty({t * max_kv_}, DType::f32);
+    s.v = b.empty({t * max_kv_}, DType::f32);
+    s.gate = b.empty({t * max_intermediate_}, DType::f32);
+    s.up = b.empty({t * max_intermediate_}, DType::f32);
     if (const int64_t ple = c.hidden_size_per_layer_input; ple > 0) {
-      s.per_layer_inputs = Tensor::empty({t, c.num_layers, ple}, DType::f32);
-      s.ple_gate = Tensor::empty({t, ple}, DType::f32);
-      s.ple_in = Tensor::empty({t, ple}, DType::f32);
+      s.per_layer_inputs = b.empty({t, c.num_layers, ple}, DType::f32);
+      s.ple_gate = b.empty({t, ple}, DType::f32);
+      s.ple_in = b.empty({t, ple}, DType::f32);
     }
     return s;
   }
@@ -248,18 +231,17 @@ class Gemma4Model final : public DecoderModel {
     Tensor& out = s.per_layer_inputs;
     Tensor flat = out.reshape({t, c.num_layers * ple});
     per_layer_projection_(b, s.x, flat, bf16());
-    scale_inplace(flat, float(std::pow(double(c.hidden_size), -0.5)));
+    b.scale(flat, float(std::pow(double(c.hidden_size), -0.5)));
     Tensor rows = out.reshape({t * c.num_layers, ple});
     b.rms_norm(rows, per_layer_projection_norm_, float(c.rms_norm_eps), rows);
-    Tensor token = Tensor::empty({t, c.num_layers * ple}, DType::f32);
+    Tensor token = b.empty({t, c.num_layers * ple}, DType::f32);
     b.embedding(embed_per_layer_, ids, token);
-    const float combine = float(std::pow(2.0, -0.5));
-    float* o = out.data<float>();
-    const float* e = token.data<float>();
-    for (int64_t i = 0; i < out.numel(); ++i) o[i] = (o[i] + e[i] * embed_per_layer_scale_) * combine;
+    b.scale(token, embed_per_layer_scale_);
+    b.add_inplace(flat, token);
+    b.scale(flat, float(std::pow(2.0, -0.5)));
   }
 
-  void run_layer(int64_t i, Scratch& s, const RopeCache& rope, const AttentionParams& params,
+  void run_layer(int64_t i, Scratch& s, const RopeTable::Tables& rope, const AttentionParams& params,
                  const StepLayout& layout) const {
     const ModelConfig& c = config_;
     const Gemma4Layer& l = layers_[i];
@@ -290,22 +272,21 @@ class Gemma4Model final : public DecoderModel {
 
     if (l.per_layer) {
       const int64_t ple = c.hidden_size_per_layer_input;
-      for (int64_t r = 0; r < t; ++r)  // this layer's slice of [t, layers, ple]
-        std::memcpy(s.ple_in.data<float>() + r * ple, s.per_layer_inputs.data<float>() + (r * c.num_layers + i) * ple,
-                    size_t(ple) * sizeof(float));
+      // This layer's slice of [t, layers, ple].
+      b.copy_columns(s.per_layer_inputs.reshape({t, c.num_layers * ple}), i * ple, s.ple_in, 0, ple);
       l.per_layer->gate(b, s.x, s.ple_gate, bf16());
       b.gelu_tanh_mul(s.ple_gate, s.ple_in, s.ple_gate);
       l.per_layer->proj(b, s.ple_gate, s.s, bf16());
       b.rms_norm(s.s, l.per_layer->post_norm, eps, s.s);
       b.add_inplace(s.x, s.s);
     }
-    scale_inplace(s.x, l.layer_scalar);
+    b.scale(s.x, l.layer_scalar);
   }
 
   // s.s ← o(attention(rope(norm(q(h))), keys, values)); a layer that owns its
   // cache first appends rope(norm(k(h))) and the scale-less norm of v(h) (or of
   // k(h) itself, before its norm, on k_eq_v layers).
-  void attention(const Gemma4Attention& a, Scratch& s, const RopeCache& rope, AttentionParams params,
+  void attention(const Gemma4Attention& a, Scratch& s, const RopeTable::Tables& rope, AttentionParams params,
                  const StepLayout& layout, int64_t kv_layer) const {
     const ModelConfig& c = config_;
     Backend& b = *backend_;
@@ -319,7 +300,7 @@ class Gemma4Model final : public DecoderModel {
                                            {&a.k.weight, a.k.bias ? &*a.k.bias : nullptr, &k2},
                                            {&a.v.weight, a.v.bias ? &*a.v.bias : nullptr, &v2}};
       b.matmul_shared(s.h, std::span<const Backend::MatmulTarget>(qkv, a.values_from_keys ? 2 : 3), bf16());
-      if (a.values_from_keys) std::memcpy(v.data<float>(), k.data<float>(), size_t(k.numel()) * sizeof(float));
+      if (a.values_from_keys) b.copy(k, v);
       Tensor kh = k.reshape({t * a.kv_heads, hd}), vh = v.reshape({t * a.kv_heads, hd});
       b.rms_norm(kh, a.k_norm, eps, kh);
       b.rms_norm(vh, a.unit, eps, vh);

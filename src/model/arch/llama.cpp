@@ -54,16 +54,14 @@ class LlamaFamilyModel final : public DecoderModel {
     Backend& b = *backend_;
 
     // Activations for this chunk; reused by every layer.
-    Tensor x = Tensor::empty({t, c.hidden_size}, DType::f32);  // residual stream
-    Tensor h = Tensor::empty({t, c.hidden_size}, DType::f32);  // normed input / sublayer output
-    AttentionScratch scratch(t, c);
-    Tensor gate = Tensor::empty({t, c.intermediate_size}, DType::f32);  // dense MLPs
-    Tensor up = Tensor::empty({t, c.intermediate_size}, DType::f32);
-    Tensor cos = Tensor::empty({t, rope_.half()}, DType::f32);
-    Tensor sin = Tensor::empty({t, rope_.half()}, DType::f32);
+    Tensor x = b.empty({t, c.hidden_size}, DType::f32);  // residual stream
+    Tensor h = b.empty({t, c.hidden_size}, DType::f32);  // normed input / sublayer output
+    AttentionScratch scratch(b, t, c);
+    Tensor gate = b.empty({t, c.intermediate_size}, DType::f32);  // dense MLPs
+    Tensor up = b.empty({t, c.intermediate_size}, DType::f32);
+    const auto [cos, sin] = rope_.tables(b, layout);
 
     b.embedding(embed_, layout.ids, x);
-    rope_.fill(layout, cos, sin);
     AttentionParams params;
     params.scale = float(1.0 / std::sqrt(double(c.head_dim)));
 
@@ -75,7 +73,7 @@ class LlamaFamilyModel final : public DecoderModel {
 
       b.rms_norm(x, l.post_attention_norm, float(c.rms_norm_eps), h);
       if (const auto* moe = std::get_if<SparseMoe>(&l.mlp)) {
-        Tensor out = Tensor::empty({t, c.hidden_size}, DType::f32);
+        Tensor out = b.empty({t, c.hidden_size}, DType::f32);
         (*moe)(b, h, out, bf16());
         b.add_inplace(x, out);
       } else {

@@ -7,7 +7,6 @@
 // Qwen3.5's M-RoPE gives text tokens the same position on all three axes,
 // which makes it the plain RoPE used here.
 #include <cmath>
-#include <cstring>
 #include <variant>
 
 #include "core/error.h"
@@ -34,8 +33,8 @@ struct GatedAttention {
     a.k = Linear::load(w, prefix + ".k_proj", kv_dim, c.hidden_size, c.qkv_bias);
     a.v = Linear::load(w, prefix + ".v_proj", kv_dim, c.hidden_size, c.qkv_bias);
     a.o = Linear::load(w, prefix + ".o_proj", c.hidden_size, q_dim, c.o_bias);
-    a.q_norm = one_plus(w.vector(prefix + ".q_norm.weight", c.head_dim));
-    a.k_norm = one_plus(w.vector(prefix + ".k_norm.weight", c.head_dim));
+    a.q_norm = w.one_plus_vector(prefix + ".q_norm.weight", c.head_dim);
+    a.k_norm = w.one_plus_vector(prefix + ".k_norm.weight", c.head_dim);
     return a;
   }
 };
@@ -44,10 +43,10 @@ struct GatedAttentionScratch {
   AttentionScratch base;
   Tensor q_gate;  // [t, heads, 2 · head_dim]
   Tensor gate;    // [t, heads · head_dim]
-  GatedAttentionScratch(int64_t t, const ModelConfig& c)
-      : base(t, c),
-        q_gate(Tensor::empty({t, c.num_heads, 2 * c.head_dim}, DType::f32)),
-        gate(Tensor::empty({t, c.num_heads * c.head_dim}, DType::f32)) {}
+  GatedAttentionScratch(Backend& b, int64_t t, const ModelConfig& c)
+      : base(b, t, c),
+        q_gate(b.empty({t, c.num_heads, 2 * c.head_dim}, DType::f32)),
+        gate(b.empty({t, c.num_heads * c.head_dim}, DType::f32)) {}
 };
 
 // out [t, hidden] ← o(attention(rope(q_norm(q)), rope(k_norm(k)), v) · sigmoid(gate)).
@@ -62,20 +61,17 @@ void run_gated_attention(Backend& b, const GatedAttention& a, const ModelConfig&
                                        {&a.k.weight, a.k.bias ? &*a.k.bias : nullptr, &k2},
                                        {&a.v.weight, a.v.bias ? &*a.v.bias : nullptr, &v2}};
   b.matmul_shared(h, qkv, bf16);
-  for (int64_t r = 0; r < t * heads; ++r) {
-    const float* src = s.q_gate.data<float>() + r * 2 * hd;
-    std::memcpy(s.base.q.data<float>() + r * hd, src, size_t(hd) * sizeof(float));
-    std::memcpy(s.gate.data<float>() + r * hd, src + hd, size_t(hd) * sizeof(float));
-  }
+  const Tensor per_head = s.q_gate.reshape({t * heads, 2 * hd});  // [query | gate] per head
+  Tensor q_rows = s.base.q.reshape({t * heads, hd}), gate_rows = s.gate.reshape({t * heads, hd});
+  b.copy_columns(per_head, 0, q_rows, 0, hd);
+  b.copy_columns(per_head, hd, gate_rows, 0, hd);
   Tensor qh = s.base.q.reshape({t * heads, hd}), kh = s.base.k.reshape({t * c.num_kv_heads, hd});
   b.rms_norm(qh, a.q_norm, float(c.rms_norm_eps), qh);
   b.rms_norm(kh, a.k_norm, float(c.rms_norm_eps), kh);
   b.rope(s.base.q, cos, sin);
   b.rope(s.base.k, cos, sin);
   attend_segments(b, layout, layer, &s.base.k, &s.base.v, s.base.q, params, s.base.attn);
-  float* attn = s.base.attn.data<float>();
-  const float* gate = s.gate.data<float>();
-  for (int64_t i = 0; i < t * q_dim; ++i) attn[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+  b.sigmoid_mul(s.base.attn, s.gate);
   a.o(b, s.base.attn.reshape({t, q_dim}), out, bf16);
 }
 
@@ -102,18 +98,16 @@ class Qwen3NextModel final : public DecoderModel {
       const LayerKind kind = c.layer_types[size_t(i)];
       check(kind != LayerKind::sliding_attention, "model_type ", c.model_type, ": layer ", i,
             " is sliding_attention, which this architecture does not have");
-      QwenNextLayer l{one_plus(w.vector(p + ".input_layernorm.weight", c.hidden_size)),
-                      one_plus(w.vector(p + ".post_attention_layernorm.weight", c.hidden_size)),
+      QwenNextLayer l{w.one_plus_vector(p + ".input_layernorm.weight", c.hidden_size),
+                      w.one_plus_vector(p + ".post_attention_layernorm.weight", c.hidden_size),
                       GatedDeltaNet{}, GatedMlp{}};
       if (kind == LayerKind::linear_attention) l.mixer = GatedDeltaNet::load(w, p + ".linear_attn", c);
       else l.mixer = GatedAttention::load(w, p + ".self_attn", c);
       if (c.is_sparse_moe_layer(i)) l.mlp = SparseMoe::load(w, p + ".mlp", c);
       else l.mlp = GatedMlp::load(w, p + ".mlp", c.hidden_size, c.intermediate_size, false);
-      fused_projections_ = fused_projections_ || (kind == LayerKind::linear_attention &&
-                                                  std::get<GatedDeltaNet>(l.mixer).in_qkvz.has_value());
       layers_.push_back(std::move(l));
     }
-    final_norm_ = one_plus(w.vector(root + "norm.weight", c.hidden_size));
+    final_norm_ = w.one_plus_vector(root + "norm.weight", c.hidden_size);
     load_lm_head(w, root);
     count_weight_bytes(w);
   }
@@ -125,21 +119,19 @@ class Qwen3NextModel final : public DecoderModel {
     const float eps = float(c.rms_norm_eps);
     Backend& b = *backend_;
 
-    Tensor x = Tensor::empty({t, c.hidden_size}, DType::f32);  // residual stream
-    Tensor h = Tensor::empty({t, c.hidden_size}, DType::f32);  // normed input
-    Tensor s = Tensor::empty({t, c.hidden_size}, DType::f32);  // sublayer output
-    GatedAttentionScratch attn_scratch(t, c);
+    Tensor x = b.empty({t, c.hidden_size}, DType::f32);  // residual stream
+    Tensor h = b.empty({t, c.hidden_size}, DType::f32);  // normed input
+    Tensor s = b.empty({t, c.hidden_size}, DType::f32);  // sublayer output
+    GatedAttentionScratch attn_scratch(b, t, c);
     // The recurrence runs per sequence, on its own rows (and scratch of that many rows).
     std::vector<GatedDeltaNetScratch> delta_scratch;
     for (const auto& segment : layout.segments)
-      delta_scratch.emplace_back(segment.rows, *c.linear_attention, fused_projections_);
-    Tensor gate = Tensor::empty({t, c.intermediate_size}, DType::f32);  // dense MLPs
-    Tensor up = Tensor::empty({t, c.intermediate_size}, DType::f32);
-    Tensor cos = Tensor::empty({t, rope_.half()}, DType::f32);
-    Tensor sin = Tensor::empty({t, rope_.half()}, DType::f32);
+      delta_scratch.emplace_back(b, segment.rows, *c.linear_attention);
+    Tensor gate = b.empty({t, c.intermediate_size}, DType::f32);  // dense MLPs
+    Tensor up = b.empty({t, c.intermediate_size}, DType::f32);
+    const auto [cos, sin] = rope_.tables(b, layout);
 
     b.embedding(embed_, layout.ids, x);
-    rope_.fill(layout, cos, sin);
     AttentionParams params;
     params.scale = float(1.0 / std::sqrt(double(c.head_dim)));
 
@@ -170,7 +162,6 @@ class Qwen3NextModel final : public DecoderModel {
 
  private:
   RopeTable rope_;
-  bool fused_projections_ = false;  // Qwen3-Next's in_proj_qkvz / in_proj_ba
   std::vector<QwenNextLayer> layers_;
 };
 

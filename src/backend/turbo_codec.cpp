@@ -1,4 +1,4 @@
-#include "kv/turbo_codec.h"
+#include "backend/turbo_codec.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
-#include "kv/affine_codec.h"
+#include "backend/affine_codec.h"
 
 namespace fathom {
 namespace {
