@@ -30,7 +30,7 @@ double median(std::vector<double> v) {
 
 // Writes `tokens` random key and value rows into every KV layer of the state,
 // in steps a sequence may take (sliding layers reuse blocks as they go).
-void fill_synthetic(const ModelConfig& c, SequenceState& state, int64_t tokens, std::mt19937& rng) {
+void fill_synthetic(Backend& backend, const ModelConfig& c, SequenceState& state, int64_t tokens, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t step = std::min<int64_t>(state.max_step, 256);
   for (int64_t done = 0; done < tokens; done += step) {
@@ -40,7 +40,7 @@ void fill_synthetic(const ModelConfig& c, SequenceState& state, int64_t tokens, 
       Tensor k = Tensor::empty({n, c.kv_heads_of(int64_t(i)), c.head_dim_of(int64_t(i))}, DType::f32);
       Tensor v = Tensor::empty(k.shape(), DType::f32);
       for (int64_t j = 0; j < k.numel(); ++j) k.data<float>()[j] = normal(rng), v.data<float>()[j] = normal(rng);
-      state.kv[i]->append(k, v);
+      state.kv[i]->append(backend.upload(k), backend.upload(v));
     }
     state.end_step(n);
   }
@@ -114,7 +114,7 @@ Command add_bench_command(CLI::App& app) {
         for (auto& id : ids) id = int32_t((int64_t(id) + int64_t(b)) % config.vocab_size);
         states.push_back(model->new_state(o->prompt_tokens + o->gen_tokens));
         if (o->synthetic_context) {
-          fill_synthetic(config, *states.back(), o->prompt_tokens, rng);
+          fill_synthetic(model->backend(), config, *states.back(), o->prompt_tokens, rng);
           next[b] = ids.back();
           continue;
         }

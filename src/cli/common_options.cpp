@@ -28,6 +28,7 @@ const CLI::Validator& model_folder() {
 void ModelOptions::add_to(CLI::App& app) {
   app.add_option("--model", model_dir, "Hugging Face model folder")->required()->check(model_folder());
   app.add_option("--dtype", dtype, "compute dtype: auto, f32 or bf16")->capture_default_str();
+  app.add_option("--device", device, "where the model runs: cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--threads", threads, "worker threads (0: all cores)")->capture_default_str();
   app.add_option("--prefill-chunk", prefill_chunk,
                  "tokens per prefill chunk (default: the largest up to 512 that the memory budget allows)");
@@ -98,6 +99,7 @@ std::unique_ptr<Model> ModelOptions::load() const {
   options.kv_scheme = kv_scheme();
   options.weight_residence = weights_in_ram ? WeightResidence::ram : WeightResidence::mapped;
   options.dtype = compute_dtype();
+  options.device = device;
   return load_model(model_dir, options);
 }
 

@@ -14,6 +14,7 @@ namespace fathom::cli {
 struct ModelOptions {
   std::string model_dir;
   std::string dtype = "auto";  // auto: bf16 for bf16/f16 checkpoints, else f32
+  std::string device = "cpu";  // cpu, cuda or cuda:N
   int threads = 0;             // 0: every hardware thread
   int64_t prefill_chunk = 0;    // 0: the memory budget's policy picks; N > 0 forces N
   std::string memory_budget;    // --memory-budget SIZE; empty: a fraction of MemAvailable

@@ -61,11 +61,11 @@ int64_t MemoryContract::weights_bytes() const {
     const bool f32 = t.dtype == "F32";
     if (t.shape.size() <= 1) {
       // Norm weights and biases: an f32 copy, also when stored in f32
-      // (Gemma and Qwen3-Next store w and scale by 1 + w); Gated DeltaNet
-      // keeps -exp(A_log) beside A_log.
-      copies += n * 4 * (ends_with(name, ".A_log") ? 2 : 1);
+      // (Gemma and Qwen3-Next store w and scale by 1 + w; Gated DeltaNet
+      // keeps −exp(A_log)).
+      copies += n * 4;
     } else if (ends_with(name, ".conv1d.weight")) {
-      copies += n * 4;  // Gated DeltaNet's conv weights: always an f32 copy
+      if (!f32) copies += n * 4;  // Gated DeltaNet's conv weights run in f32
     } else if (ends_with(name, ".in_proj_qkvz.weight")) {
       // Qwen3-Next's fused projection, regrouped into a private copy at load
       // (in the matmul dtype: bf16 for bf16 compute or bf16 storage).

@@ -6,18 +6,20 @@
 
 namespace fathom {
 
-RecurrentState::RecurrentState(int64_t conv_dim, int64_t conv_kernel, int64_t value_heads, int64_t key_head_dim,
-                               int64_t value_head_dim)
-    : conv(Tensor::empty({conv_dim, conv_kernel - 1}, DType::f32)),
-      matrix(Tensor::empty({value_heads, key_head_dim, value_head_dim}, DType::f32)) {
+RecurrentState::RecurrentState(std::shared_ptr<Backend> backend, int64_t conv_dim, int64_t conv_kernel,
+                               int64_t value_heads, int64_t key_head_dim, int64_t value_head_dim)
+    : conv(backend->empty({conv_dim, conv_kernel - 1}, DType::f32)),
+      matrix(backend->empty({value_heads, key_head_dim, value_head_dim}, DType::f32)),
+      backend_(std::move(backend)) {
   reset();
 }
 
 std::unique_ptr<RecurrentState> RecurrentState::clone() const {
   check(!in_step(), "recurrent state: cannot copy during a speculative step");
-  auto copy = std::make_unique<RecurrentState>(conv.dim(0), conv.dim(1) + 1, matrix.dim(0), matrix.dim(1), matrix.dim(2));
-  std::copy_n(conv.data<float>(), conv.numel(), copy->conv.data<float>());
-  std::copy_n(matrix.data<float>(), matrix.numel(), copy->matrix.data<float>());
+  auto copy = std::make_unique<RecurrentState>(backend_, conv.dim(0), conv.dim(1) + 1, matrix.dim(0), matrix.dim(1),
+                                               matrix.dim(2));
+  backend_->copy(conv, copy->conv);
+  backend_->copy(matrix, copy->matrix);
   copy->length = length;
   return copy;
 }
@@ -33,10 +35,10 @@ void RecurrentState::begin_step(int64_t rows) {
   check(!in_step(), "recurrent state: a speculative step is already open");
   check(rows >= 1, "recurrent state: a speculative step of ", rows, " positions");
   const int64_t conv_dim = conv.dim(0);
-  step_matrices_ = Tensor::empty({rows - 1, matrix.dim(0), matrix.dim(1), matrix.dim(2)}, DType::f32);
-  step_conv_start_ = Tensor::empty(conv.shape(), DType::f32);
-  step_conv_inputs_ = Tensor::empty({rows, conv_dim}, DType::f32);
-  std::copy_n(conv.data<float>(), conv.numel(), step_conv_start_.data<float>());
+  step_matrices_ = backend_->empty({rows - 1, matrix.dim(0), matrix.dim(1), matrix.dim(2)}, DType::f32);
+  step_conv_start_ = backend_->empty(conv.shape(), DType::f32);
+  step_conv_inputs_ = backend_->empty({rows, conv_dim}, DType::f32);
+  backend_->copy(conv, step_conv_start_);
   step_rows_ = rows;
   step_start_ = length;
 }
@@ -68,17 +70,22 @@ void RecurrentState::resolve_step(int64_t kept) {
   check(step_written() == step_rows_, "recurrent state: the step wrote ", step_written(), " of ", step_rows_,
         " positions");
   if (kept < step_rows_) {
-    std::copy_n(copy_after(kept), matrix.numel(), matrix.data<float>());
-    // The window after `kept` positions: the last `past` inputs of start ++ inputs[0, kept).
+    const Tensor after = step_matrices_.slice_rows(kept - 1, kept).reshape(matrix.shape());
+    backend_->copy(after, matrix);
+    // The window after `kept` positions: the last `past` inputs of start ++
+    // inputs[0, kept), rebuilt on the host (a few rows of conv_dim floats).
     const int64_t conv_dim = conv.dim(0), past = conv.dim(1);
-    const float* start = step_conv_start_.data<float>();
-    const float* inputs = step_conv_inputs_.data<float>();
-    float* window = conv.data<float>();
+    const Tensor start_host = backend_->download(step_conv_start_);
+    const Tensor inputs_host = backend_->download(step_conv_inputs_);
+    Tensor window = Tensor::empty(conv.shape(), DType::f32);
+    const float* start = start_host.data<float>();
+    const float* inputs = inputs_host.data<float>();
     for (int64_t c = 0; c < conv_dim; ++c)
       for (int64_t j = 0; j < past; ++j) {
         const int64_t idx = kept + j;
-        window[c * past + j] = idx < past ? start[c * past + idx] : inputs[(idx - past) * conv_dim + c];
+        window.data<float>()[c * past + j] = idx < past ? start[c * past + idx] : inputs[(idx - past) * conv_dim + c];
       }
+    backend_->copy(backend_->upload(window), conv);
     length = step_start_ + kept;
   }
   drop_step();
@@ -93,8 +100,8 @@ void RecurrentState::drop_step() {
 
 void RecurrentState::reset() {
   drop_step();
-  std::fill(conv.data<float>(), conv.data<float>() + conv.numel(), 0.0f);
-  std::fill(matrix.data<float>(), matrix.data<float>() + matrix.numel(), 0.0f);
+  backend_->fill(conv, 0.0f);
+  backend_->fill(matrix, 0.0f);
   length = 0;
 }
 

@@ -24,8 +24,9 @@ struct RecurrentState {
   Tensor matrix;  // [value_heads, key_head_dim, value_head_dim]
   int64_t length = 0;  // tokens folded in
 
-  RecurrentState(int64_t conv_dim, int64_t conv_kernel, int64_t value_heads, int64_t key_head_dim,
-                 int64_t value_head_dim);
+  // Both live on the backend's device.
+  RecurrentState(std::shared_ptr<Backend> backend, int64_t conv_dim, int64_t conv_kernel, int64_t value_heads,
+                 int64_t key_head_dim, int64_t value_head_dim);
   // The state, plus while a speculative step is open its per-position
   // matrices (rows − 1 of them: the last position's is `matrix`), the conv
   // window at its start and its conv inputs.
@@ -58,6 +59,7 @@ struct RecurrentState {
  private:
   void drop_step();
 
+  std::shared_ptr<Backend> backend_;
   Tensor step_matrices_;  // [rows - 1, value_heads, key_head_dim, value_head_dim]: after positions 1 .. rows - 1
   Tensor step_conv_start_;   // [conv_dim, conv_kernel - 1]: `conv` when the step began
   Tensor step_conv_inputs_;  // [rows, conv_dim]: the conv inputs of the step's positions

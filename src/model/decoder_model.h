@@ -37,8 +37,11 @@ class DecoderModel : public Model {
   // soft-capped when the config says so, on the host.
   Tensor logits(const Tensor& x, const StepLayout& layout) const;
   bool bf16() const { return dtype_ == ComputeDType::bf16; }
-  // Call last in the architecture's constructor: weights mapped plus converted.
-  void count_weight_bytes(const WeightLoader& w) { weight_bytes_ = weights_.total_bytes() + w.converted_bytes(); }
+  // Call last in the architecture's constructor: on the CPU the weights mapped
+  // plus converted, on another device what was placed there.
+  void count_weight_bytes(const WeightLoader& w) {
+    weight_bytes_ = backend_->device() == Device::cpu ? weights_.total_bytes() + w.converted_bytes() : w.device_bytes();
+  }
 
   ModelConfig config_;
   WeightStore weights_;

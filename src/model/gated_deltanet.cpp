@@ -58,11 +58,9 @@ GatedDeltaNet GatedDeltaNet::load(const WeightLoader& w, const std::string& pref
     n.in_a = Linear{w.f32_matrix(prefix + ".in_proj_a.weight", hv, hidden), std::nullopt};
   }
   // Conv1d weights are stored [conv_dim, 1, kernel]; the conv runs in f32.
-  n.conv_weight = convert_tensor(w.matmul_weight_stack(prefix + ".conv1d.weight", d.conv_dim(), 1, d.conv_kernel),
-                                 DType::f32);
-  const Tensor a_log = w.vector(prefix + ".A_log", hv);
-  n.neg_a = Tensor::empty({hv}, DType::f32);
-  for (int64_t h = 0; h < hv; ++h) n.neg_a.data<float>()[h] = -std::exp(a_log.data<float>()[h]);
+  n.conv_weight = w.f32_tensor(prefix + ".conv1d.weight", {d.conv_dim(), 1, d.conv_kernel})
+                      .reshape({d.conv_dim(), d.conv_kernel});
+  n.neg_a = w.mapped_vector(prefix + ".A_log", hv, [](float a_log) { return -std::exp(a_log); });
   n.dt_bias = w.vector(prefix + ".dt_bias", hv);
   n.norm = w.vector(prefix + ".norm.weight", d.value_head_dim);
   n.out = Linear::load(w, prefix + ".out_proj", hidden, d.value_dim(), false);

@@ -8,7 +8,7 @@ namespace fathom {
 
 Gemma4Router Gemma4Router::load(const WeightLoader& w, const std::string& prefix, const ModelConfig& c) {
   Gemma4Router r;
-  r.unit = ones(c.hidden_size);
+  r.unit = w.ones(c.hidden_size);
   r.input_scale = w.vector(prefix + ".scale", c.hidden_size);
   r.proj = w.f32_matrix(prefix + ".proj.weight", c.num_experts, c.hidden_size);
   r.per_expert_scale = w.vector(prefix + ".per_expert_scale", c.num_experts);

@@ -102,7 +102,7 @@ std::unique_ptr<SequenceState> Model::make_state(const ModelConfig& config, int6
       check(config.linear_attention.has_value(), "new sequence: layer ", i, " is linear_attention without sizes");
       const auto& la = *config.linear_attention;
       state->recurrent[size_t(i)] = std::make_unique<RecurrentState>(
-          la.conv_dim(), la.conv_kernel, la.num_value_heads, la.key_head_dim, la.value_head_dim);
+          backend_, la.conv_dim(), la.conv_kernel, la.num_value_heads, la.key_head_dim, la.value_head_dim);
       continue;
     }
     if (!config.owns_kv(i)) continue;  // reads an earlier layer's cache

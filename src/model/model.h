@@ -61,6 +61,8 @@ class Model {
   // Bytes of weights in memory (mapped plus converted).
   virtual int64_t weight_bytes() const = 0;
   std::string backend_name() const { return backend_->name(); }
+  // Where the model's tensors and its sequences' states live.
+  Backend& backend() const { return *backend_; }
   // The pool every sequence of this model takes its KV blocks from.
   KvBlockPool& kv_pool() const;
 

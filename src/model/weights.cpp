@@ -44,12 +44,18 @@ Tensor WeightLoader::fetch(const std::string& name, const std::vector<int64_t>& 
   return t.reshape(shape);
 }
 
+Tensor WeightLoader::place(const Tensor& host) const {
+  if (backend_.device() == Device::cpu) return host;
+  device_bytes_ += int64_t(host.nbytes());
+  return backend_.upload(host);
+}
+
 Tensor WeightLoader::matmul_weight(const std::string& name, int64_t rows, int64_t cols) const {
-  return to_matmul_dtype(fetch(name, {rows, cols}));
+  return place(to_matmul_dtype(fetch(name, {rows, cols})));
 }
 
 Tensor WeightLoader::matmul_weight_stack(const std::string& name, int64_t count, int64_t rows, int64_t cols) const {
-  return to_matmul_dtype(fetch(name, {count, rows, cols}).reshape({count * rows, cols}));
+  return place(to_matmul_dtype(fetch(name, {count, rows, cols}).reshape({count * rows, cols})));
 }
 
 Tensor WeightLoader::to_matmul_dtype(Tensor t) const {
@@ -59,26 +65,44 @@ Tensor WeightLoader::to_matmul_dtype(Tensor t) const {
   return convert_tensor(t, want);
 }
 
-Tensor WeightLoader::f32_matrix(const std::string& name, int64_t rows, int64_t cols) const {
+Tensor WeightLoader::host_f32_matrix(const std::string& name, int64_t rows, int64_t cols) const {
   Tensor t = fetch(name, {rows, cols});
   if (t.dtype() == DType::f32) return t;
   converted_bytes_ += rows * cols * 4;
   return convert_tensor(t, DType::f32);
 }
 
+Tensor WeightLoader::f32_matrix(const std::string& name, int64_t rows, int64_t cols) const {
+  return place(host_f32_matrix(name, rows, cols));
+}
+
+Tensor WeightLoader::f32_tensor(const std::string& name, const std::vector<int64_t>& shape) const {
+  Tensor t = fetch(name, shape);
+  if (t.dtype() == DType::f32) return place(t);
+  converted_bytes_ += t.numel() * 4;
+  return place(convert_tensor(t, DType::f32));
+}
+
 Tensor WeightLoader::vector(const std::string& name, int64_t n) const {
   Tensor t = fetch(name, {n});
-  if (t.dtype() == DType::f32) return t;
+  if (t.dtype() == DType::f32) return place(t);
   converted_bytes_ += n * 4;
-  return convert_tensor(t, DType::f32);
+  return place(convert_tensor(t, DType::f32));
+}
+
+Tensor WeightLoader::mapped_vector(const std::string& name, int64_t n, float (*map)(float)) const {
+  Tensor out = convert_tensor(fetch(name, {n}), DType::f32);  // always a fresh copy
+  for (int64_t i = 0; i < n; ++i) out.data<float>()[i] = map(out.data<float>()[i]);
+  converted_bytes_ += n * 4;
+  return place(out);
 }
 
 Tensor WeightLoader::one_plus_vector(const std::string& name, int64_t n) const {
-  Tensor w = vector(name, n);
-  Tensor out = Tensor::empty({n}, DType::f32);
-  for (int64_t i = 0; i < n; ++i) out.data<float>()[i] = 1.0f + w.data<float>()[i];
-  if (store_.get(name).dtype() == DType::f32) converted_bytes_ += n * 4;  // a conversion was already counted
-  return out;
+  return mapped_vector(name, n, [](float w) { return 1.0f + w; });
+}
+
+float WeightLoader::scalar(const std::string& name) const {
+  return convert_tensor(fetch(name, {1}), DType::f32).data<float>()[0];
 }
 
 Tensor WeightLoader::regroup_rows(const Tensor& stored, const Tensor& t, const std::vector<int64_t>& order) const {
@@ -99,23 +123,23 @@ Tensor WeightLoader::regroup_rows(const Tensor& stored, const Tensor& t, const s
 Tensor WeightLoader::matmul_weight_rows(const std::string& name, int64_t rows, int64_t cols,
                                         const std::vector<int64_t>& order) const {
   const Tensor stored = fetch(name, {rows, cols});
-  return regroup_rows(stored, to_matmul_dtype(stored), order);
+  return place(regroup_rows(stored, to_matmul_dtype(stored), order));
 }
 
 Tensor WeightLoader::f32_matrix_rows(const std::string& name, int64_t rows, int64_t cols,
                                      const std::vector<int64_t>& order) const {
   const Tensor stored = fetch(name, {rows, cols});
-  return regroup_rows(stored, f32_matrix(name, rows, cols), order);
+  return place(regroup_rows(stored, host_f32_matrix(name, rows, cols), order));
 }
 
-Tensor ones(int64_t n) {
+Tensor WeightLoader::ones(int64_t n) const {
   Tensor t = Tensor::empty({n}, DType::f32);
   std::fill_n(t.data<float>(), n, 1.0f);
-  return t;
+  return place(t);
 }
 
 Tensor WeightLoader::table(const std::string& name, int64_t rows, int64_t cols) const {
-  return fetch(name, {rows, cols});
+  return place(fetch(name, {rows, cols}));
 }
 
 }  // namespace fathom

@@ -279,7 +279,8 @@ TEST(SafetensorsHostile, ShortEmbeddingTableIsALoadErrorNotAnOutOfBoundsRead) {
                       {"model.embed_tokens.weight", "[99, 64]", "[100, 64]"});
   // The loader itself: rank, rows and columns must all match.
   WeightStore store = WeightStore::open_folder(dir.string());
-  const WeightLoader w(store, ComputeDType::f32);
+  const auto backend = make_cpu_backend();
+  const WeightLoader w(store, ComputeDType::f32, *backend);
   EXPECT_THROW(w.table("model.embed_tokens.weight", 100, 64), Error);
   EXPECT_THROW(w.table("model.embed_tokens.weight", 99, 32), Error);
   EXPECT_THROW(w.vector("model.embed_tokens.weight", 99 * 64), Error);

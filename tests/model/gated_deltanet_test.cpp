@@ -284,8 +284,8 @@ TEST(GatedDeltaNetLayer, PiecewiseEqualsWhole) {
       run_gated_deltanet(*b, net, x.slice_rows(begin, begin + n), state, scratch, out, false);
       std::copy(out.data<float>(), out.data<float>() + out.numel(), dst);
     };
-    RecurrentState whole_state(d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
-    RecurrentState split_state(d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
+    RecurrentState whole_state(b, d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
+    RecurrentState split_state(b, d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
     std::vector<float> whole(size_t(t * hidden)), split(whole.size());
     run(whole_state, 0, t, whole.data());
     // A 70-token prefill (a full chunk and a partial one), 2 and 1 token, a
@@ -304,7 +304,7 @@ TEST(GatedDeltaNetLayer, PiecewiseEqualsWhole) {
 
 // A deep copy (Tensor copies share storage).
 RecurrentState copy_of(const RecurrentState& r, const DeltaNetDims& d) {
-  RecurrentState c(d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
+  RecurrentState c(make_cpu_backend(), d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
   std::copy_n(r.conv.data<float>(), r.conv.numel(), c.conv.data<float>());
   std::copy_n(r.matrix.data<float>(), r.matrix.numel(), c.matrix.data<float>());
   c.length = r.length;
@@ -339,7 +339,7 @@ TEST(GatedDeltaNetLayer, AVerifyStepResolvesToTheStateOfTheKeptTokens) {
       run_gated_deltanet(*b, net, x.slice_rows(begin, begin + n), state, scratch, out, false);
       return out;
     };
-    RecurrentState start(d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
+    RecurrentState start(b, d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
     run(start, 0, prompt);  // a chunked prefill: the step starts from a non-zero state and window
     const int64_t base_bytes = start.bytes();
     // Every row decoded one at a time: the states and outputs a plain run reaches.
@@ -396,9 +396,9 @@ TEST(GatedDeltaNetLayer, AVerifyStepResolvesToTheStateOfTheKeptTokens) {
 
 TEST(RecurrentStateStep, MisuseIsAnErrorAndResetDropsTheStep) {
   const DeltaNetDims d = small_dims();
-  RecurrentState s(d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
-  const int64_t base = s.bytes();
   auto b = make_cpu_backend();
+  RecurrentState s(b, d.conv_dim(), d.conv_kernel, d.num_value_heads, d.key_head_dim, d.value_head_dim);
+  const int64_t base = s.bytes();
   Tensor rows = Tensor::empty({4, d.conv_dim()}, DType::f32);
   b->fill(rows, 1.0f);
   const Tensor row = rows.slice_rows(0, 1);

@@ -101,7 +101,8 @@ HandRouting hand_route(const Tensor& x, const Gemma4Router& r, float eps) {
 
 Gemma4Router random_router(int64_t hidden, int64_t experts, int64_t top_k, std::mt19937_64& rng) {
   Gemma4Router r;
-  r.unit = ones(hidden);
+  r.unit = Tensor::empty({hidden}, DType::f32);
+  std::fill_n(r.unit.data<float>(), hidden, 1.0f);
   r.input_scale = random_tensor({hidden}, DType::f32, rng);
   r.proj = random_tensor({experts, hidden}, DType::f32, rng, 4.0f);  // spread the probabilities
   r.per_expert_scale = random_tensor({experts}, DType::f32, rng);

@@ -83,7 +83,7 @@ Gemma4Attention load_attention(const WeightLoader& w, const std::string& p, cons
     a.k = Linear::load(w, p + ".k_proj", kv_dim, c.hidden_size, c.qkv_bias);
     if (!a.values_from_keys) a.v = Linear::load(w, p + ".v_proj", kv_dim, c.hidden_size, c.qkv_bias);
     a.k_norm = w.vector(p + ".k_norm.weight", a.head_dim);
-    a.unit = ones(a.head_dim);
+    a.unit = w.ones(a.head_dim);
   }
   return a;
 }
@@ -109,7 +109,7 @@ class Gemma4Model final : public DecoderModel {
           "gemma4: hidden_activation \"", c.hidden_activation, "\" is not supported (gelu_pytorch_tanh is)");
     make_rope_tables();
 
-    const WeightLoader w(weights_, dtype_);
+    const WeightLoader w(weights_, dtype_, *backend_);
     const std::string root = text_prefix(w);
     embed_ = w.table(root + "embed_tokens.weight", c.vocab_size, c.hidden_size);
     embed_scale_ = in_compute_dtype(std::sqrt(double(c.hidden_size)), bf16());
@@ -150,7 +150,7 @@ class Gemma4Model final : public DecoderModel {
         b.post_norm = w.vector(p + ".post_per_layer_input_norm.weight", c.hidden_size);
         l.per_layer = std::move(b);
       }
-      if (w.has(p + ".layer_scalar")) l.layer_scalar = w.vector(p + ".layer_scalar", 1).data<float>()[0];
+      if (w.has(p + ".layer_scalar")) l.layer_scalar = w.scalar(p + ".layer_scalar");
       max_q_ = std::max(max_q_, c.num_heads * l.attn.head_dim);
       max_kv_ = std::max(max_kv_, l.attn.kv_heads * l.attn.head_dim);
       max_intermediate_ = std::max(max_intermediate_, l.mlp.intermediate_size());

@@ -1,0 +1,1209 @@
+// Every op of Backend against a plain reference written out here, on fresh
+// random inputs, once per backend ("cpu", "cuda"). Inputs are built on the
+// host, uploaded, and results downloaded before they are read, so the same
+// test holds a device backend to the semantics backend.h documents. A backend
+// this build or machine cannot make is skipped by name.
+//
+// Replay a failure with FATHOM_OP_SEED=<seed from the trace>.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kv/block_pool.h"
+#include "kv/kv_scheme.h"
+#include "kv/paged_kv_layer.h"
+#include "test_util.h"
+
+namespace fathom {
+namespace {
+
+using testing::fresh_rng;
+using testing::random_tensor;
+
+// ---------------------------------------------------------------------------
+// Host-side helpers: plain loops, doubles where anything is summed.
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+// PyTorch's softplus (beta 1, threshold 20).
+double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
+
+// An IEEE half decoded by hand (not core/dtype.h's f16_to_f32, which the CPU
+// backend itself uses), so a wrong widening on any backend shows.
+float decode_f16(uint16_t h) {
+  const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  const double mag = exp == 0 ? std::ldexp(double(mant), -24) : std::ldexp(double(1024 + mant), exp - 25);
+  return float(sign ? -mag : mag);
+}
+
+// A host tensor's values widened to f32 (f32, bf16 and f16).
+std::vector<float> widen(const Tensor& host) {
+  std::vector<float> out(size_t(host.numel()));
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    switch (host.dtype()) {
+      case DType::f32: out[size_t(i)] = host.data<float>()[i]; break;
+      case DType::bf16: out[size_t(i)] = bf16_to_f32(host.data<bf16_t>()[i]); break;
+      case DType::f16: out[size_t(i)] = decode_f16(host.data<f16_t>()[i]); break;
+      case DType::i32: ADD_FAILURE() << "widen: i32"; break;
+    }
+  }
+  return out;
+}
+
+float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// ‖got − ref‖ / ‖ref‖ (norm-wise, so one wrong tail element of a few hundred
+// is far above any tolerance here), reporting the worst element by index.
+void expect_close(const std::vector<float>& got, const std::vector<double>& ref, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  double diff = 0.0, norm = 0.0, worst = -1.0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = double(got[i]) - ref[i];
+    diff += d * d;
+    norm += ref[i] * ref[i];
+    if (!(std::fabs(d) <= worst)) worst = std::fabs(d), at = i;  // NaN counts as worst
+  }
+  const double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+  EXPECT_LE(rel, tol) << what << ": relative error " << rel << ", worst element " << at << " got " << got[at]
+                      << " want " << ref[at] << " (of " << got.size() << ")";
+}
+
+// Bit-for-bit (the op moves or rounds values exactly once).
+void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      ADD_FAILURE() << what << ": element " << i << " of " << got.size() << " is " << got[i] << ", want " << want[i];
+      return;
+    }
+}
+
+// A random f32 input: its values stay on the host for the reference (the CPU
+// backend's upload shares the host storage, so an in-place op changes it) and
+// its copy lives on the backend.
+struct Input {
+  std::vector<float> host;
+  Tensor dev;
+};
+
+// One attention scenario over a real paged KV layer (OpSuite::check_attention).
+struct AttentionCase {
+  LayerCodec codec;
+  DType plain_dtype;  // the rows' dtype when the codec is plain
+  int64_t heads, kv_heads, head_dim;
+  std::optional<int64_t> window;
+  std::vector<int64_t> steps;  // rows appended, then attended, by each step
+  double read_tolerance;       // kv_read against the appended rows (relative) for coded formats
+};
+
+// ---------------------------------------------------------------------------
+// The fixture: one backend per parameter, one fresh seed per test.
+
+class OpSuite : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    try {
+      backend_ = make_backend(GetParam());
+    } catch (const Error& e) {
+      GTEST_SKIP() << "skipped: no " << GetParam() << " backend: " << e.what();
+    }
+    if (const char* s = std::getenv("FATHOM_OP_SEED")) {
+      seed_ = std::strtoull(s, nullptr, 10);
+      rng_.seed(seed_);
+    } else {
+      rng_ = fresh_rng(&seed_);
+    }
+  }
+
+  std::string seed_note() const { return "seed " + std::to_string(seed_) + " on " + GetParam(); }
+
+  Input input(std::vector<int64_t> shape, float scale = 1.0f) {
+    Tensor host = random_tensor(std::move(shape), DType::f32, rng_, scale);
+    Input in{widen(host), Tensor()};
+    in.dev = backend_->upload(host);
+    return in;
+  }
+  // An uploaded copy of explicit host values.
+  Tensor upload(const std::vector<float>& values, std::vector<int64_t> shape) {
+    Tensor host = Tensor::empty(std::move(shape), DType::f32);
+    EXPECT_EQ(host.numel(), int64_t(values.size()));
+    std::copy(values.begin(), values.end(), host.data<float>());
+    return backend_->upload(host);
+  }
+  Tensor out(std::vector<int64_t> shape, DType dtype = DType::f32) { return backend_->empty(std::move(shape), dtype); }
+  // A backend tensor's f32 values, through download().
+  std::vector<float> read(const Tensor& t) {
+    const Tensor h = backend_->download(t);
+    EXPECT_EQ(h.dtype(), DType::f32);
+    return {h.data<float>(), h.data<float>() + h.numel()};
+  }
+  std::vector<int32_t> read_i32(const Tensor& t) {
+    const Tensor h = backend_->download(t);
+    EXPECT_EQ(h.dtype(), DType::i32);
+    return {h.data<int32_t>(), h.data<int32_t>() + h.numel()};
+  }
+  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng_); }
+  void check_attention(const AttentionCase& c);
+  void check_kv_write_read(const LayerCodec& codec, DType plain_dtype, double tolerance);
+
+  std::shared_ptr<Backend> backend_;
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+// Row counts with tails: one row (decode), a few, more than a vector's worth.
+constexpr int64_t kRows[] = {1, 7, 33};
+
+// ---------------------------------------------------------------------------
+// Matmul
+
+// y[M, N] = x·wᵀ (+ bias) in double over w's stored values, x rounded to bf16
+// first when asked (products of bf16 values are exact, so only sums differ).
+std::vector<double> matmul_reference(std::vector<float> x, const std::vector<float>& w, const std::vector<float>* bias,
+                                     int64_t m, int64_t k, int64_t n, bool bf16_inputs) {
+  if (bf16_inputs)
+    for (float& v : x) v = round_bf16(v);
+  std::vector<double> y(size_t(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = bias ? (*bias)[size_t(j)] : 0.0;
+      for (int64_t c = 0; c < k; ++c) acc += double(x[size_t(i * k + c)]) * w[size_t(j * k + c)];
+      y[size_t(i * n + j)] = acc;
+    }
+  return y;
+}
+
+TEST_P(OpSuite, Matmul) {
+  SCOPED_TRACE(seed_note());
+  struct Shape {
+    int64_t m, k, n;
+  };
+  // Odd K and N (vector tails), M = 1 (decode) and a larger prefill-like M.
+  for (const Shape s : {Shape{1, 64, 48}, Shape{7, 33, 5}, Shape{33, 200, 70}, Shape{1, 1063, 23}, Shape{40, 96, 129}})
+    for (DType wdt : {DType::f32, DType::bf16})
+      for (bool with_bias : {false, true})
+        for (bool bf16_inputs : {false, true}) {
+          const Input x = input({s.m, s.k});
+          const Tensor w_host = random_tensor({s.n, s.k}, wdt, rng_, 0.2f);
+          const Tensor w = backend_->upload(w_host);
+          const Input bias = input({s.n});
+          Tensor y = out({s.m, s.n});
+          backend_->matmul(x.dev, w, with_bias ? &bias.dev : nullptr, y, bf16_inputs);
+          // 5e-6 as tests/backend/matmul_test.cpp: f32 sums over K of exact products.
+          expect_close(read(y),
+                       matmul_reference(x.host, widen(w_host), with_bias ? &bias.host : nullptr, s.m, s.k, s.n,
+                                        bf16_inputs),
+                       5e-6,
+                       "matmul m=" + std::to_string(s.m) + " k=" + std::to_string(s.k) + " n=" +
+                           std::to_string(s.n) + " w=" + dtype_name(wdt) + " bias=" + std::to_string(with_bias) +
+                           " bf16_inputs=" + std::to_string(bf16_inputs));
+        }
+}
+
+TEST_P(OpSuite, MatmulShared) {
+  SCOPED_TRACE(seed_note());
+  const int64_t k = 72;
+  for (int64_t m : kRows)
+    for (int targets : {2, 3})
+      for (bool bf16_inputs : {false, true}) {
+        const Input x = input({m, k});
+        // q/k/v-like outputs of different widths, mixed weight dtypes, one with a bias.
+        const int64_t widths[] = {48, 17, 33};
+        const DType dtypes[] = {DType::bf16, DType::f32, DType::bf16};
+        std::vector<Tensor> w_host, w, y;
+        std::vector<Input> bias;
+        for (int i = 0; i < targets; ++i) {
+          w_host.push_back(random_tensor({widths[i], k}, dtypes[i], rng_, 0.2f));
+          w.push_back(backend_->upload(w_host.back()));
+          bias.push_back(input({widths[i]}));
+          y.push_back(out({m, widths[i]}));
+        }
+        std::vector<Backend::MatmulTarget> list;
+        for (int i = 0; i < targets; ++i) list.push_back({&w[size_t(i)], i == 1 ? &bias[1].dev : nullptr, &y[size_t(i)]});
+        backend_->matmul_shared(x.dev, list, bf16_inputs);
+        for (int i = 0; i < targets; ++i)
+          expect_close(read(y[size_t(i)]),
+                       matmul_reference(x.host, widen(w_host[size_t(i)]), i == 1 ? &bias[1].host : nullptr, m, k,
+                                        widths[i], bf16_inputs),
+                       5e-6,
+                       "matmul_shared target " + std::to_string(i) + " of " + std::to_string(targets) +
+                           " m=" + std::to_string(m) + " bf16_inputs=" + std::to_string(bf16_inputs));
+      }
+}
+
+TEST_P(OpSuite, MatmulRejectsBadArguments) {
+  SCOPED_TRACE(seed_note());
+  const Input x = input({2, 8});
+  const Tensor w = input({4, 8}).dev, w_bad_k = input({4, 9}).dev;
+  const Tensor w_f16 = backend_->upload(Tensor::empty({4, 8}, DType::f16));
+  const Tensor bias3 = input({3}).dev;
+  Tensor y = out({2, 4}), y_bad = out({2, 5});
+  EXPECT_THROW(backend_->matmul(x.dev, w_bad_k, nullptr, y), Error);  // K disagrees
+  EXPECT_THROW(backend_->matmul(x.dev, w, nullptr, y_bad), Error);    // y is not [M, N]
+  EXPECT_THROW(backend_->matmul(x.dev, w, &bias3, y), Error);         // bias has 3 of N = 4
+  EXPECT_THROW(backend_->matmul(x.dev, w_f16, nullptr, y), Error);    // f16 weights
+  EXPECT_THROW(backend_->matmul_shared(x.dev, {}), Error);            // no targets
+  const Backend::MatmulTarget no_output[] = {{&w, nullptr, nullptr}};
+  EXPECT_THROW(backend_->matmul_shared(x.dev, no_output), Error);
+  const Backend::MatmulTarget bad_k[] = {{&w, nullptr, &y}, {&w_bad_k, nullptr, &y}};
+  EXPECT_THROW(backend_->matmul_shared(x.dev, bad_k), Error);
+}
+
+// ---------------------------------------------------------------------------
+// Norms
+
+TEST_P(OpSuite, RmsNorm) {
+  SCOPED_TRACE(seed_note());
+  const float eps = 1e-6f;
+  // [rows, D], and [T, heads, head_dim] with a per-head weight (q/k norms).
+  const std::vector<std::vector<int64_t>> shapes = {{1, 64}, {7, 33}, {33, 200}, {5, 3, 16}};
+  for (const auto& shape : shapes) {
+    const int64_t d = shape.back();
+    const Input x = input(shape, 3.0f), w = input({d});
+    Tensor y = out(shape);
+    backend_->rms_norm(x.dev, w.dev, eps, y);
+    std::vector<double> ref(x.host.size());
+    for (size_t r = 0; r < x.host.size() / size_t(d); ++r) {
+      double ss = 0.0;
+      for (int64_t i = 0; i < d; ++i) ss += double(x.host[r * d + i]) * x.host[r * d + i];
+      const double inv = 1.0 / std::sqrt(ss / double(d) + eps);
+      for (int64_t i = 0; i < d; ++i) ref[r * d + i] = x.host[r * d + i] * inv * w.host[size_t(i)];
+    }
+    expect_close(read(y), ref, 1e-5, "rms_norm " + std::to_string(x.host.size() / d) + " rows of " + std::to_string(d));
+  }
+}
+
+TEST_P(OpSuite, GatedRmsNorm) {
+  SCOPED_TRACE(seed_note());
+  const float eps = 1e-6f;
+  for (int64_t rows : kRows)
+    for (int64_t d : {32, 45}) {
+      const Input x = input({rows, d}, 2.0f), z = input({rows, d}, 2.0f), w = input({d});
+      backend_->gated_rms_norm(x.dev, z.dev, w.dev, eps);
+      std::vector<double> ref(x.host.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < d; ++i) ss += double(x.host[size_t(r * d + i)]) * x.host[size_t(r * d + i)];
+        const double inv = 1.0 / std::sqrt(ss / double(d) + eps);
+        for (int64_t i = 0; i < d; ++i) {
+          const size_t at = size_t(r * d + i);
+          ref[at] = w.host[size_t(i)] * (x.host[at] * inv) * silu(z.host[at]);
+        }
+      }
+      expect_close(read(x.dev), ref, 1e-5, "gated_rms_norm rows=" + std::to_string(rows) + " d=" + std::to_string(d));
+    }
+}
+
+TEST_P(OpSuite, L2NormHeads) {
+  SCOPED_TRACE(seed_note());
+  // A window of heads in the middle of a wider row (q inside a fused qkv):
+  // the columns on either side must come back untouched.
+  const int64_t cols = 100, first_col = 21, heads = 3, head_dim = 16;
+  const float scale = 0.25f, eps = 1e-6f;
+  for (int64_t rows : kRows) {
+    const Input x = input({rows, cols}, 2.0f);
+    backend_->l2_norm_heads(x.dev, first_col, heads, head_dim, scale, eps);
+    const std::vector<float> got = read(x.dev);
+    std::vector<double> ref = to_double(x.host);
+    std::vector<float> outside_got, outside_want, inside_got;
+    std::vector<double> inside_ref;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t at = r * cols + first_col + h * head_dim;
+        double ss = 0.0;
+        for (int64_t i = 0; i < head_dim; ++i) ss += double(x.host[size_t(at + i)]) * x.host[size_t(at + i)];
+        for (int64_t i = 0; i < head_dim; ++i) ref[size_t(at + i)] = x.host[size_t(at + i)] * scale / std::sqrt(ss + eps);
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t at = size_t(r * cols + c);
+        if (c >= first_col && c < first_col + heads * head_dim) {
+          inside_got.push_back(got[at]);
+          inside_ref.push_back(ref[at]);
+        } else {
+          outside_got.push_back(got[at]);
+          outside_want.push_back(x.host[at]);
+        }
+      }
+    }
+    expect_close(inside_got, inside_ref, 1e-5, "l2_norm_heads rows=" + std::to_string(rows));
+    expect_same(outside_got, outside_want, "l2_norm_heads: columns outside the heads");
+  }
+}
+
+TEST_P(OpSuite, NormsRejectBadArguments) {
+  SCOPED_TRACE(seed_note());
+  const Input x = input({4, 16}), w15 = input({15}), w16 = input({16}), z = input({4, 15});
+  Tensor y = out({4, 16});
+  EXPECT_THROW(backend_->rms_norm(x.dev, w15.dev, 1e-6f, y), Error);  // weight narrower than a row
+  Tensor y_small = out({4, 15});
+  EXPECT_THROW(backend_->rms_norm(x.dev, w16.dev, 1e-6f, y_small), Error);
+  Tensor xg = x.dev;
+  EXPECT_THROW(backend_->gated_rms_norm(xg, z.dev, w16.dev, 1e-6f), Error);  // z's shape differs
+  EXPECT_THROW(backend_->gated_rms_norm(xg, x.dev, w15.dev, 1e-6f), Error);
+  EXPECT_THROW(backend_->l2_norm_heads(xg, 4, 2, 8, 1.0f, 1e-6f), Error);  // heads run past the row
+  EXPECT_THROW(backend_->l2_norm_heads(xg, -1, 1, 8, 1.0f, 1e-6f), Error);
+}
+
+// ---------------------------------------------------------------------------
+// RoPE
+
+TEST_P(OpSuite, Rope) {
+  SCOPED_TRACE(seed_note());
+  const int64_t heads = 3, head_dim = 64;
+  // Partial rotary (only the first 2·half features turn) and full rotary.
+  for (int64_t half : {int64_t(10), int64_t(16), head_dim / 2})
+    for (int64_t t : kRows) {
+      const Input x = input({t, heads, head_dim});
+      std::vector<float> c(size_t(t * half)), s(c.size());
+      for (size_t i = 0; i < c.size(); ++i) {
+        const float angle = uniform(-10.0f, 10.0f);
+        c[i] = std::cos(angle), s[i] = std::sin(angle);
+      }
+      const Tensor cos = upload(c, {t, half}), sin = upload(s, {t, half});
+      backend_->rope(x.dev, cos, sin);
+      // HF rotate_half: feature i pairs with i + half.
+      const std::vector<float> got = read(x.dev);
+      std::vector<float> rotated_got, pass_got, pass_want;
+      std::vector<double> rotated_ref;
+      for (int64_t ti = 0; ti < t; ++ti)
+        for (int64_t h = 0; h < heads; ++h) {
+          const size_t base = size_t((ti * heads + h) * head_dim);
+          for (int64_t i = 0; i < head_dim; ++i) {
+            if (i >= 2 * half) {
+              pass_got.push_back(got[base + i]);
+              pass_want.push_back(x.host[base + i]);
+              continue;
+            }
+            const int64_t j = i < half ? i : i - half;
+            const double cj = c[size_t(ti * half + j)], sj = s[size_t(ti * half + j)];
+            const double a = x.host[base + j], b = x.host[base + j + half];
+            rotated_ref.push_back(i < half ? a * cj - b * sj : b * cj + a * sj);
+            rotated_got.push_back(got[base + i]);
+          }
+        }
+      expect_close(rotated_got, rotated_ref, 1e-5, "rope t=" + std::to_string(t) + " half=" + std::to_string(half));
+      expect_same(pass_got, pass_want, "rope: features past the rotary part");
+    }
+}
+
+TEST_P(OpSuite, RopeRejectsBadArguments) {
+  SCOPED_TRACE(seed_note());
+  const Input x = input({3, 2, 16});
+  Tensor xd = x.dev;
+  const Tensor cos = input({3, 8}).dev, sin = input({3, 8}).dev;
+  const Tensor cos_rows = input({2, 8}).dev, sin_rows = input({2, 8}).dev;
+  const Tensor cos_wide = input({3, 9}).dev, sin_wide = input({3, 9}).dev;
+  const Tensor sin_narrow = input({3, 4}).dev;
+  EXPECT_THROW(backend_->rope(xd, cos_rows, sin_rows), Error);  // one cos row per token
+  EXPECT_THROW(backend_->rope(xd, cos_wide, sin_wide), Error);  // rotary part wider than head_dim
+  EXPECT_THROW(backend_->rope(xd, cos, sin_narrow), Error);     // cos and sin disagree
+  Tensor flat = input({3, 32}).dev;
+  EXPECT_THROW(backend_->rope(flat, cos, sin), Error);  // x must be [T, heads, head_dim]
+}
+
+// ---------------------------------------------------------------------------
+// Elementwise
+
+// The shapes elementwise ops run on: tails, and one past the CPU's
+// inline-vs-threaded split (32768 elements).
+const std::vector<std::vector<int64_t>> kElementwiseShapes = {{1, 50}, {7, 33}, {33, 1100}};
+
+std::string shape_name(const std::vector<int64_t>& s) {
+  std::string out;
+  for (int64_t d : s) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+TEST_P(OpSuite, SiluMul) {
+  SCOPED_TRACE(seed_note());
+  for (const auto& shape : kElementwiseShapes) {
+    const Input gate = input(shape, 3.0f), up = input(shape);
+    Tensor o = out(shape);
+    backend_->silu_mul(gate.dev, up.dev, o);
+    std::vector<double> ref(gate.host.size());
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = silu(gate.host[i]) * up.host[i];
+    expect_close(read(o), ref, 1e-5, "silu_mul " + shape_name(shape));
+  }
+}
+
+TEST_P(OpSuite, GeluTanhMul) {
+  SCOPED_TRACE(seed_note());
+  for (const auto& shape : kElementwiseShapes) {
+    const Input gate = input(shape, 3.0f), up = input(shape);
+    Tensor o = out(shape);
+    backend_->gelu_tanh_mul(gate.dev, up.dev, o);
+    std::vector<double> ref(gate.host.size());
+    const double k = std::sqrt(2.0 / M_PI);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double x = gate.host[i];
+      ref[i] = 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))) * up.host[i];
+    }
+    expect_close(read(o), ref, 1e-5, "gelu_tanh_mul " + shape_name(shape));
+  }
+}
+
+TEST_P(OpSuite, AddInplace) {
+  SCOPED_TRACE(seed_note());
+  for (const auto& shape : kElementwiseShapes) {
+    const Input x = input(shape), y = input(shape);
+    backend_->add_inplace(x.dev, y.dev);
+    std::vector<float> want(x.host.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = x.host[i] + y.host[i];  // one rounding: exact
+    expect_same(read(x.dev), want, "add_inplace " + shape_name(shape));
+  }
+}
+
+TEST_P(OpSuite, Scale) {
+  SCOPED_TRACE(seed_note());
+  for (const auto& shape : kElementwiseShapes) {
+    const Input x = input(shape);
+    const float s = uniform(-3.0f, 3.0f);
+    backend_->scale(x.dev, s);
+    std::vector<float> want(x.host.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = x.host[i] * s;
+    expect_same(read(x.dev), want, "scale " + shape_name(shape));
+  }
+}
+
+TEST_P(OpSuite, SoftCap) {
+  SCOPED_TRACE(seed_note());
+  for (const auto& shape : kElementwiseShapes) {
+    // Logits well past the cap, so the tanh saturates for some of them.
+    const Input x = input(shape, 40.0f);
+    const float cap = 30.0f;
+    backend_->soft_cap(x.dev, cap);
+    std::vector<double> ref(x.host.size());
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = std::tanh(double(x.host[i]) / cap) * cap;
+    expect_close(read(x.dev), ref, 1e-5, "soft_cap " + shape_name(shape));
+  }
+}
+
+TEST_P(OpSuite, MulColumns) {
+  SCOPED_TRACE(seed_note());
+  // [rows, D] and [T, heads, D] (w has the last dimension).
+  const std::vector<std::vector<int64_t>> shapes = {{1, 50}, {7, 33}, {33, 1100}, {5, 3, 24}};
+  for (const auto& shape : shapes) {
+    const int64_t d = shape.back();
+    const Input x = input(shape), w = input({d});
+    backend_->mul_columns(x.dev, w.dev);
+    std::vector<float> want(x.host.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = x.host[i] * w.host[i % size_t(d)];
+    expect_same(read(x.dev), want, "mul_columns " + shape_name(shape));
+  }
+}
+
+TEST_P(OpSuite, SigmoidMul) {
+  SCOPED_TRACE(seed_note());
+  for (const auto& shape : kElementwiseShapes)
+    for (bool per_row : {false, true}) {
+      const int64_t rows = shape[0], d = shape[1];
+      const Input x = input(shape);
+      const Input gate = per_row ? input({rows, 1}, 3.0f) : input(shape, 3.0f);
+      backend_->sigmoid_mul(x.dev, gate.dev);
+      std::vector<double> ref(x.host.size());
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] = x.host[i] * sigmoid(gate.host[per_row ? i / size_t(d) : i]);
+      expect_close(read(x.dev), ref, 1e-5,
+                   "sigmoid_mul " + shape_name(shape) + (per_row ? " per-row gate" : " full gate") +
+                       (rows == 1 && per_row ? "" : ""));
+    }
+}
+
+TEST_P(OpSuite, ElementwiseRejectsBadArguments) {
+  SCOPED_TRACE(seed_note());
+  const Input a = input({4, 8}), b = input({4, 9}), w = input({7}), g = input({3, 1});
+  Tensor o = out({4, 8}), o_small = out({4, 7});
+  Tensor ad = a.dev;
+  EXPECT_THROW(backend_->silu_mul(a.dev, b.dev, o), Error);        // gate and up differ
+  EXPECT_THROW(backend_->silu_mul(a.dev, a.dev, o_small), Error);  // out too small
+  EXPECT_THROW(backend_->gelu_tanh_mul(a.dev, b.dev, o), Error);
+  EXPECT_THROW(backend_->gelu_tanh_mul(a.dev, a.dev, o_small), Error);
+  EXPECT_THROW(backend_->add_inplace(ad, b.dev), Error);
+  EXPECT_THROW(backend_->mul_columns(ad, w.dev), Error);  // 7 scales for 8 columns
+  EXPECT_THROW(backend_->sigmoid_mul(ad, g.dev), Error);  // 3 gates for 4 rows
+  EXPECT_THROW(backend_->soft_cap(ad, 0.0f), Error);      // the cap must be positive
+  Tensor half = backend_->upload(random_tensor({4, 8}, DType::bf16, rng_));
+  EXPECT_THROW(backend_->scale(half, 2.0f), Error);  // f32 only
+  EXPECT_THROW(backend_->soft_cap(half, 2.0f), Error);
+}
+
+// ---------------------------------------------------------------------------
+// Memory and row movement
+
+TEST_P(OpSuite, Fill) {
+  SCOPED_TRACE(seed_note());
+  for (const auto& shape : kElementwiseShapes) {
+    const Input x = input(shape);
+    const float value = uniform(-5.0f, 5.0f);
+    backend_->fill(x.dev, value);
+    expect_same(read(x.dev), std::vector<float>(x.host.size(), value), "fill " + shape_name(shape));
+  }
+  // A row slice of a backend tensor: only its rows change.
+  const Input x = input({9, 13});
+  Tensor middle = x.dev.slice_rows(3, 7);
+  backend_->fill(middle, 0.5f);
+  std::vector<float> want = x.host;
+  std::fill(want.begin() + 3 * 13, want.begin() + 7 * 13, 0.5f);
+  expect_same(read(x.dev), want, "fill of rows [3, 7)");
+}
+
+TEST_P(OpSuite, Copy) {
+  SCOPED_TRACE(seed_note());
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (int64_t rows : kRows) {
+      const Tensor host = random_tensor({rows, 37}, dtype, rng_);
+      const Tensor src = backend_->upload(host);
+      // Same element count, another shape: copy moves elements, not shapes.
+      Tensor dst = out({37, rows}, dtype);
+      backend_->copy(src, dst);
+      const Tensor back = backend_->download(dst);
+      EXPECT_EQ(0, std::memcmp(back.raw(), host.raw(), host.nbytes()))
+          << "copy of " << rows << "x37 " << dtype_name(dtype);
+    }
+  // Into the middle rows of a larger tensor, through a slice.
+  const Input big = input({10, 8}), part = input({3, 8});
+  Tensor rows = big.dev.slice_rows(4, 7);
+  backend_->copy(part.dev, rows);
+  std::vector<float> want = big.host;
+  std::copy(part.host.begin(), part.host.end(), want.begin() + 4 * 8);
+  expect_same(read(big.dev), want, "copy into rows [4, 7)");
+}
+
+TEST_P(OpSuite, Embedding) {
+  SCOPED_TRACE(seed_note());
+  const int64_t vocab = 50, d = 37;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    Tensor table_host;
+    if (dtype == DType::f16) {
+      // Any finite half, subnormals included (random_tensor has no f16 path).
+      table_host = Tensor::empty({vocab, d}, DType::f16);
+      for (int64_t i = 0; i < table_host.numel(); ++i) {
+        uint16_t bits;
+        do bits = uint16_t(rng_()); while (((bits >> 10) & 0x1f) == 0x1f);
+        table_host.data<f16_t>()[i] = bits;
+      }
+    } else {
+      table_host = random_tensor({vocab, d}, dtype, rng_);
+    }
+    const Tensor table = backend_->upload(table_host);
+    const std::vector<float> rows = widen(table_host);
+    for (int64_t n : kRows) {
+      std::vector<int32_t> ids = testing::random_ids(n, vocab, rng_);
+      if (n > 2) ids[0] = 0, ids[1] = int32_t(vocab - 1), ids[2] = ids[n - 1];  // both ends, and a repeat
+      Tensor o = out({n, d});
+      backend_->embedding(table, ids, o);
+      std::vector<float> want;
+      for (int32_t id : ids) want.insert(want.end(), rows.begin() + id * d, rows.begin() + (id + 1) * d);
+      expect_same(read(o), want, std::string("embedding ") + dtype_name(dtype) + " of " + std::to_string(n) + " ids");
+    }
+  }
+}
+
+TEST_P(OpSuite, CopyColumns) {
+  SCOPED_TRACE(seed_note());
+  for (int64_t rows : kRows)
+    for (const auto [src_col, dst_col, width] : {std::tuple{5, 17, 13}, std::tuple{0, 0, 40}, std::tuple{39, 49, 1}}) {
+      const Input src = input({rows, 40}), dst = input({rows, 50});
+      backend_->copy_columns(src.dev, src_col, dst.dev, dst_col, width);
+      std::vector<float> want = dst.host;  // columns outside the window keep their values
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < width; ++i) want[size_t(r * 50 + dst_col + i)] = src.host[size_t(r * 40 + src_col + i)];
+      expect_same(read(dst.dev), want,
+                  "copy_columns rows=" + std::to_string(rows) + " " + std::to_string(width) + " from " +
+                      std::to_string(src_col) + " to " + std::to_string(dst_col));
+    }
+}
+
+TEST_P(OpSuite, GatherRows) {
+  SCOPED_TRACE(seed_note());
+  const int64_t n = 20;
+  for (int64_t d : {1, 33, 256}) {
+    const Input src = input({n, d});
+    std::vector<int32_t> rows = testing::random_ids(9, n, rng_);
+    rows[0] = int32_t(n - 1), rows[1] = 0, rows[2] = rows[5];  // both ends and a repeat
+    Tensor dst = out({int64_t(rows.size()), d});
+    backend_->gather_rows(src.dev, rows, dst);
+    std::vector<float> want;
+    for (int32_t r : rows) want.insert(want.end(), src.host.begin() + r * d, src.host.begin() + (r + 1) * d);
+    expect_same(read(dst), want, "gather_rows d=" + std::to_string(d));
+  }
+}
+
+TEST_P(OpSuite, ScatterAddRows) {
+  SCOPED_TRACE(seed_note());
+  for (int64_t d : {1, 33, 256}) {
+    const int64_t dst_rows = 6, n = 11;
+    const Input dst = input({dst_rows, d}), src = input({n, d});
+    // Repeated destinations (several experts' outputs into one token's row).
+    std::vector<int32_t> rows = testing::random_ids(n, dst_rows, rng_);
+    rows[0] = rows[3] = rows[7] = 2;
+    std::vector<float> weights(size_t(n));
+    for (float& w : weights) w = uniform(-1.0f, 2.0f);
+    backend_->scatter_add_rows(src.dev, rows, weights, dst.dev);
+    std::vector<double> ref = to_double(dst.host);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < d; ++c) ref[size_t(rows[size_t(i)] * d + c)] += double(weights[size_t(i)]) * src.host[size_t(i * d + c)];
+    expect_close(read(dst.dev), ref, 1e-5, "scatter_add_rows d=" + std::to_string(d));
+  }
+}
+
+TEST_P(OpSuite, RowMovementRejectsBadArguments) {
+  SCOPED_TRACE(seed_note());
+  const Input a = input({4, 8}), b = input({4, 9}), c = input({3, 8});
+  Tensor ad = a.dev, bd = b.dev;
+  Tensor a_bf16 = backend_->upload(random_tensor({4, 8}, DType::bf16, rng_));
+  Tensor ints = out({4, 8}, DType::i32);
+  EXPECT_THROW(backend_->copy(a.dev, bd), Error);      // element counts differ
+  EXPECT_THROW(backend_->copy(a.dev, a_bf16), Error);  // dtypes differ
+  EXPECT_THROW(backend_->fill(ints, 1.0f), Error);     // f32 only
+  EXPECT_THROW(backend_->copy_columns(a.dev, 4, bd, 0, 5), Error);  // past src's columns
+  EXPECT_THROW(backend_->copy_columns(a.dev, 0, bd, 5, 5), Error);  // past dst's columns
+  Tensor cd = c.dev;
+  EXPECT_THROW(backend_->copy_columns(a.dev, 0, cd, 0, 2), Error);  // row counts differ
+  Tensor g = out({2, 8});
+  EXPECT_THROW(backend_->gather_rows(a.dev, {0, 4}, g), Error);  // row 4 of 4
+  EXPECT_THROW(backend_->gather_rows(a.dev, {0}, g), Error);     // 1 row into 2
+  EXPECT_THROW(backend_->scatter_add_rows(c.dev, {0, 1, 2}, {1.0f, 1.0f}, ad), Error);  // 2 weights for 3 rows
+  EXPECT_THROW(backend_->scatter_add_rows(c.dev, {0, 1, 4}, {1.0f, 1.0f, 1.0f}, ad), Error);  // row 4 of 4
+  EXPECT_THROW(backend_->scatter_add_rows(c.dev, {0, 1, -1}, {1.0f, 1.0f, 1.0f}, ad), Error);
+  Tensor e = out({2, 8});
+  EXPECT_THROW(backend_->embedding(a.dev, {0, 4}, e), Error);   // id 4 of vocab 4
+  EXPECT_THROW(backend_->embedding(a.dev, {0, -1}, e), Error);  // negative id
+  EXPECT_THROW(backend_->embedding(a.dev, {0}, e), Error);      // 1 id for 2 rows
+}
+
+// ---------------------------------------------------------------------------
+// Mixture-of-experts routing
+
+TEST_P(OpSuite, RouteTopK) {
+  SCOPED_TRACE(seed_note());
+  for (const auto [t, e, k] : {std::tuple{1, 8, 2}, std::tuple{7, 33, 4}, std::tuple{33, 64, 8}, std::tuple{5, 6, 6},
+                               std::tuple{3, 16, 1}})
+    for (bool renormalize : {false, true})
+      for (bool scaled : {false, true}) {
+        // Distinct logits (gaps of at least 0.01) in random order: a
+        // near-tie is not decided by rounding.
+        std::vector<float> logits;
+        for (int64_t row = 0; row < t; ++row) {
+          std::vector<float> v(size_t(e));
+          float acc = uniform(-4.0f, 0.0f);
+          for (float& x : v) x = acc += uniform(0.01f, 0.6f);
+          std::shuffle(v.begin(), v.end(), rng_);
+          logits.insert(logits.end(), v.begin(), v.end());
+        }
+        std::vector<float> scale(size_t(e));
+        for (float& s : scale) s = uniform(0.5f, 2.0f);
+        const Tensor logits_dev = upload(logits, {t, e}), scale_dev = upload(scale, {e});
+        Tensor ids = out({t, k}, DType::i32), weights = out({t, k});
+        backend_->route_top_k(logits_dev, k, renormalize, scaled ? &scale_dev : nullptr, ids, weights);
+        const std::vector<int32_t> got_ids = read_i32(ids);
+        const std::vector<float> got_w = read(weights);
+        const std::string what = "route_top_k t=" + std::to_string(t) + " e=" + std::to_string(e) +
+                                 " k=" + std::to_string(k) + " renormalize=" + std::to_string(renormalize) +
+                                 " scaled=" + std::to_string(scaled);
+        for (int64_t row = 0; row < t; ++row) {
+          const float* l = logits.data() + row * e;
+          const double mx = *std::max_element(l, l + e);
+          std::vector<double> p(size_t(e));
+          double sum = 0.0;
+          for (int64_t i = 0; i < e; ++i) sum += p[size_t(i)] = std::exp(l[i] - mx);
+          for (double& x : p) x /= sum;
+          std::vector<int32_t> order(size_t(e));
+          std::iota(order.begin(), order.end(), 0);
+          std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)]; });
+          double chosen = 0.0;
+          for (int64_t j = 0; j < k; ++j) chosen += p[size_t(order[size_t(j)])];
+          for (int64_t j = 0; j < k; ++j) {
+            const int32_t id = order[size_t(j)];
+            ASSERT_EQ(got_ids[size_t(row * k + j)], id) << what << " row " << row << " rank " << j;
+            double w = p[size_t(id)];
+            if (renormalize) w /= chosen;
+            if (scaled) w *= scale[size_t(id)];
+            EXPECT_NEAR(got_w[size_t(row * k + j)], w, 1e-6) << what << " row " << row << " rank " << j;
+          }
+        }
+      }
+}
+
+TEST_P(OpSuite, RouteTopKRejectsBadArguments) {
+  SCOPED_TRACE(seed_note());
+  const Tensor logits = input({3, 8}).dev, scale7 = input({7}).dev;
+  Tensor ids = out({3, 2}, DType::i32), weights = out({3, 2});
+  Tensor ids_f32 = out({3, 2}), weights_wide = out({3, 3}), ids_9 = out({3, 9}, DType::i32), w_9 = out({3, 9});
+  Tensor ids_0 = out({3, 0}, DType::i32), w_0 = out({3, 0});
+  EXPECT_THROW(backend_->route_top_k(logits, 9, true, nullptr, ids_9, w_9), Error);  // k > experts
+  EXPECT_THROW(backend_->route_top_k(logits, 0, true, nullptr, ids_0, w_0), Error);  // k = 0
+  EXPECT_THROW(backend_->route_top_k(logits, 2, true, nullptr, ids_f32, weights), Error);  // ids must be i32
+  EXPECT_THROW(backend_->route_top_k(logits, 2, true, nullptr, ids, weights_wide), Error);
+  EXPECT_THROW(backend_->route_top_k(logits, 2, true, &scale7, ids, weights), Error);  // 7 scales for 8 experts
+}
+
+// ---------------------------------------------------------------------------
+// Gated DeltaNet
+
+TEST_P(OpSuite, CausalConv1dSilu) {
+  SCOPED_TRACE(seed_note());
+  const int64_t channels = 33;
+  for (int64_t kernel : {2, 4}) {
+    const int64_t past = kernel - 1;
+    const Input weight = input({channels, kernel}, 0.5f), state = input({channels, past});
+    // The whole input stream per channel: the initial state, then each call's x.
+    std::vector<std::vector<double>> stream(size_t(channels));
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t j = 0; j < past; ++j) stream[size_t(c)].push_back(state.host[size_t(c * past + j)]);
+    // Two calls carrying the state: the first shorter than kernel − 1 (where
+    // it applies) so the state is shifted partly by itself.
+    for (int64_t t : {std::max<int64_t>(1, past - 1), int64_t(9)}) {
+      const Input x = input({t, channels});
+      Tensor o = out({t, channels});
+      backend_->causal_conv1d_silu(x.dev, weight.dev, state.dev, o);
+      std::vector<double> ref(size_t(t * channels));
+      for (int64_t c = 0; c < channels; ++c) {
+        std::vector<double>& s = stream[size_t(c)];
+        const int64_t before = int64_t(s.size());
+        for (int64_t ti = 0; ti < t; ++ti) s.push_back(x.host[size_t(ti * channels + c)]);
+        for (int64_t ti = 0; ti < t; ++ti) {
+          // Tap kernel − 1 on the current token, tap 0 on kernel − 1 tokens back.
+          double acc = 0.0;
+          for (int64_t j = 0; j < kernel; ++j) acc += weight.host[size_t(c * kernel + j)] * s[size_t(before + ti - past + j)];
+          ref[size_t(ti * channels + c)] = silu(acc);
+        }
+      }
+      const std::string what = "causal_conv1d_silu kernel=" + std::to_string(kernel) + " t=" + std::to_string(t);
+      expect_close(read(o), ref, 1e-5, what);
+      // The state now holds the last kernel − 1 inputs of the stream, oldest first.
+      std::vector<float> want_state;
+      for (int64_t c = 0; c < channels; ++c)
+        for (int64_t j = 0; j < past; ++j) want_state.push_back(float(stream[size_t(c)][stream[size_t(c)].size() - size_t(past - j)]));
+      expect_same(read(state.dev), want_state, what + ": state");
+    }
+  }
+}
+
+TEST_P(OpSuite, DeltaRuleGates) {
+  SCOPED_TRACE(seed_note());
+  for (int64_t t : kRows) {
+    const int64_t hv = 5;
+    const Input b = input({t, hv}, 3.0f), a_log = input({hv}, 0.5f), dt_bias = input({hv});
+    std::vector<float> a = widen(random_tensor({t, hv}, DType::f32, rng_, 4.0f));
+    // Past PyTorch's softplus threshold (linear there; exp would overflow at
+    // 100 in f32) and far below it.
+    a[0] = 30.0f;
+    if (a.size() > 2) a[1] = 100.0f, a[2] = -40.0f;
+    std::vector<float> neg_a_values(size_t(hv));
+    for (int64_t h = 0; h < hv; ++h) neg_a_values[size_t(h)] = -std::exp(a_log.host[size_t(h)]);
+    Tensor a_dev = upload(a, {t, hv});
+    const Tensor neg_a = upload(neg_a_values, {hv});
+    backend_->delta_rule_gates(b.dev, a_dev, neg_a, dt_bias.dev);
+    std::vector<double> beta(b.host.size()), g(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const size_t h = i % size_t(hv);
+      beta[i] = sigmoid(b.host[i]);
+      g[i] = double(neg_a_values[h]) * softplus(double(a[i]) + dt_bias.host[h]);
+    }
+    expect_close(read(b.dev), beta, 1e-5, "delta_rule_gates beta t=" + std::to_string(t));
+    expect_close(read(a_dev), g, 1e-5, "delta_rule_gates g t=" + std::to_string(t));
+    // Norm-wise error hides small entries: check the extremes one by one too.
+    const std::vector<float> got_g = read(a_dev);
+    for (size_t i = 0; i < std::min<size_t>(3, got_g.size()); ++i)
+      EXPECT_NEAR(got_g[i], g[i], 1e-5 * std::fabs(g[i]) + 1e-30) << "g at a = " << a[i];
+  }
+}
+
+// Inputs of a delta-rule run as a layer makes them: q and k L2-normed per key
+// head (q also scaled by key_head_dim^-0.5), log decays g < 0, beta in (0, 1).
+struct DeltaRuleInputs {
+  std::vector<float> qkv, g, beta;
+};
+
+DeltaRuleInputs delta_rule_inputs(const DeltaRuleShape& d, int64_t t, std::mt19937_64& rng) {
+  DeltaRuleInputs in;
+  const int64_t cols = 2 * d.key_dim() + d.value_dim();
+  in.qkv = widen(random_tensor({t, cols}, DType::f32, rng));
+  for (int64_t ti = 0; ti < t; ++ti)
+    for (int64_t part = 0; part < 2; ++part)  // q, then k
+      for (int64_t h = 0; h < d.key_heads; ++h) {
+        float* v = in.qkv.data() + ti * cols + part * d.key_dim() + h * d.key_head_dim;
+        double ss = 0.0;
+        for (int64_t i = 0; i < d.key_head_dim; ++i) ss += double(v[i]) * v[i];
+        const double scale = (part == 0 ? 1.0 / std::sqrt(double(d.key_head_dim)) : 1.0) / std::sqrt(ss + 1e-6);
+        for (int64_t i = 0; i < d.key_head_dim; ++i) v[i] = float(v[i] * scale);
+      }
+  in.g = widen(random_tensor({t, d.value_heads}, DType::f32, rng));
+  in.beta = widen(random_tensor({t, d.value_heads}, DType::f32, rng, 2.0f));
+  for (float& x : in.g) x = -0.4f * std::fabs(x);
+  for (float& x : in.beta) x = float(sigmoid(x));
+  return in;
+}
+
+// The rule token by token in double, per value head h (key head h / group):
+//   S ← exp(g)·S;  S ← S + k·(β·(v − Sᵀk))ᵀ;  o = Sᵀq.
+// state [value_heads, key_head_dim, value_head_dim] advances; `after`, when
+// given, receives the state after every token.
+std::vector<double> delta_rule_reference(const DeltaRuleShape& d, const DeltaRuleInputs& in, int64_t t,
+                                         std::vector<double>& state,
+                                         std::vector<std::vector<double>>* after = nullptr) {
+  const int64_t dk = d.key_head_dim, dv = d.value_head_dim, hv = d.value_heads, cols = 2 * d.key_dim() + d.value_dim();
+  const int64_t group = d.value_heads / d.key_heads;
+  std::vector<double> out(size_t(t * d.value_dim()));
+  std::vector<double> delta(size_t(dv));
+  for (int64_t ti = 0; ti < t; ++ti) {
+    for (int64_t h = 0; h < hv; ++h) {
+      double* s = state.data() + h * dk * dv;
+      const float* q = in.qkv.data() + ti * cols + (h / group) * dk;
+      const float* k = q + d.key_dim();
+      const float* v = in.qkv.data() + ti * cols + 2 * d.key_dim() + h * dv;
+      const double decay = std::exp(double(in.g[size_t(ti * hv + h)])), beta = in.beta[size_t(ti * hv + h)];
+      for (int64_t x = 0; x < dk * dv; ++x) s[x] *= decay;
+      for (int64_t b = 0; b < dv; ++b) {
+        double pred = 0.0;
+        for (int64_t a = 0; a < dk; ++a) pred += k[a] * s[a * dv + b];
+        delta[size_t(b)] = beta * (v[b] - pred);
+      }
+      for (int64_t a = 0; a < dk; ++a)
+        for (int64_t b = 0; b < dv; ++b) s[a * dv + b] += k[a] * delta[size_t(b)];
+      for (int64_t b = 0; b < dv; ++b) {
+        double o = 0.0;
+        for (int64_t a = 0; a < dk; ++a) o += q[a] * s[a * dv + b];
+        out[size_t(ti * d.value_dim() + h * dv + b)] = o;
+      }
+    }
+    if (after) after->push_back(state);
+  }
+  return out;
+}
+
+TEST_P(OpSuite, GatedDeltaRule) {
+  SCOPED_TRACE(seed_note());
+  // Two value heads per key head; key and value head sizes differ.
+  const DeltaRuleShape d{2, 4, 16, 24};
+  const int64_t state_numel = d.value_heads * d.key_head_dim * d.value_head_dim;
+  // Token by token, and chunks of 16 and 64 (70 tokens: full chunks and a tail).
+  for (int64_t chunk : {0, 16, 64})
+    for (int64_t t : {1, 7, 70}) {
+      const DeltaRuleInputs in = delta_rule_inputs(d, t, rng_);
+      const Input state = input({d.value_heads, d.key_head_dim, d.value_head_dim}, 0.3f);
+      const Tensor qkv = upload(in.qkv, {t, 2 * d.key_dim() + d.value_dim()});
+      const Tensor g = upload(in.g, {t, d.value_heads}), beta = upload(in.beta, {t, d.value_heads});
+      Tensor o = out({t, d.value_dim()});
+      Tensor state_dev = state.dev;
+      backend_->gated_delta_rule(d, qkv, g, beta, chunk, state_dev, o);
+      std::vector<double> ref_state = to_double(state.host);
+      ASSERT_EQ(int64_t(ref_state.size()), state_numel);
+      const std::vector<double> ref = delta_rule_reference(d, in, t, ref_state);
+      const std::string what = "gated_delta_rule chunk=" + std::to_string(chunk) + " t=" + std::to_string(t);
+      expect_close(read(o), ref, 1e-5, what + ": out");
+      expect_close(read(state_dev), ref_state, 1e-5, what + ": state");
+    }
+}
+
+TEST_P(OpSuite, GatedDeltaRuleHistory) {
+  SCOPED_TRACE(seed_note());
+  const DeltaRuleShape d{1, 3, 8, 12};
+  const int64_t state_numel = d.value_heads * d.key_head_dim * d.value_head_dim;
+  const int64_t t = 5, history_rows = 6, history_row = 3;
+  const DeltaRuleInputs in = delta_rule_inputs(d, t, rng_);
+  const Input state = input({d.value_heads, d.key_head_dim, d.value_head_dim}, 0.3f);
+  const Input history = input({history_rows, d.value_heads, d.key_head_dim, d.value_head_dim});
+  const Tensor qkv = upload(in.qkv, {t, 2 * d.key_dim() + d.value_dim()});
+  const Tensor g = upload(in.g, {t, d.value_heads}), beta = upload(in.beta, {t, d.value_heads});
+  Tensor o = out({t, d.value_dim()});
+  Tensor state_dev = state.dev, history_dev = history.dev;
+  backend_->gated_delta_rule(d, qkv, g, beta, 0, state_dev, o, &history_dev, history_row);
+  std::vector<double> ref_state = to_double(state.host);
+  std::vector<std::vector<double>> after;
+  const std::vector<double> ref = delta_rule_reference(d, in, t, ref_state, &after);
+  expect_close(read(o), ref, 1e-5, "gated_delta_rule with history: out");
+  expect_close(read(state_dev), ref_state, 1e-5, "gated_delta_rule with history: state");
+  // Rows 3, 4, 5 hold the states after tokens 0, 1, 2; tokens 3 and 4 would
+  // go to rows 6 and 7, which do not exist; rows 0-2 keep their values.
+  const std::vector<float> got = read(history_dev);
+  for (int64_t row = 0; row < history_rows; ++row) {
+    const std::vector<float> got_row(got.begin() + row * state_numel, got.begin() + (row + 1) * state_numel);
+    if (row < history_row) {
+      const std::vector<float> was(history.host.begin() + row * state_numel,
+                                   history.host.begin() + (row + 1) * state_numel);
+      expect_same(got_row, was, "history row " + std::to_string(row) + " (before history_row)");
+    } else {
+      expect_close(got_row, after[size_t(row - history_row)], 1e-5,
+                   "history row " + std::to_string(row) + " = state after token " + std::to_string(row - history_row));
+    }
+  }
+}
+
+TEST_P(OpSuite, DeltaNetRejectsBadArguments) {
+  SCOPED_TRACE(seed_note());
+  // causal_conv1d_silu
+  const Tensor x = input({5, 8}).dev, weight = input({8, 4}).dev;
+  Tensor state = input({8, 3}).dev, state_bad = input({8, 4}).dev, o = out({5, 8}), o_bad = out({5, 7});
+  EXPECT_THROW(backend_->causal_conv1d_silu(x, weight, state_bad, o), Error);  // state must be [channels, kernel − 1]
+  EXPECT_THROW(backend_->causal_conv1d_silu(x, weight, state, o_bad), Error);
+  Tensor alias = x;
+  EXPECT_THROW(backend_->causal_conv1d_silu(x, weight, state, alias), Error);  // out may not alias x
+  // delta_rule_gates
+  Tensor b = input({5, 4}).dev, a = input({5, 4}).dev, a_bad = input({5, 3}).dev;
+  const Tensor neg_a = input({4}).dev, neg_a_bad = input({3}).dev, dt_bias = input({4}).dev;
+  EXPECT_THROW(backend_->delta_rule_gates(b, a_bad, neg_a, dt_bias), Error);
+  EXPECT_THROW(backend_->delta_rule_gates(b, a, neg_a_bad, dt_bias), Error);
+  // gated_delta_rule
+  const DeltaRuleShape d{1, 2, 4, 4};
+  const Tensor qkv = input({3, 2 * 4 + 8}).dev, qkv_bad = input({3, 2 * 4 + 7}).dev;
+  const Tensor g = input({3, 2}).dev, beta = input({3, 2}).dev, g_bad = input({2, 2}).dev;
+  Tensor s = input({2, 4, 4}).dev, s_bad = input({2, 4, 3}).dev, out_rule = out({3, 8});
+  EXPECT_THROW(backend_->gated_delta_rule(d, qkv_bad, g, beta, 0, s, out_rule), Error);  // qkv columns
+  EXPECT_THROW(backend_->gated_delta_rule(d, qkv, g_bad, beta, 0, s, out_rule), Error);  // g rows
+  EXPECT_THROW(backend_->gated_delta_rule(d, qkv, g, beta, 0, s_bad, out_rule), Error);  // state size
+  EXPECT_THROW(backend_->gated_delta_rule(d, qkv, g, beta, -1, s, out_rule), Error);     // negative chunk
+  EXPECT_THROW(backend_->gated_delta_rule(DeltaRuleShape{2, 3, 2, 4}, qkv, g, beta, 0, s, out_rule), Error);
+  Tensor history_bad = input({4, 31}).dev;  // rows that are not states
+  EXPECT_THROW(backend_->gated_delta_rule(d, qkv, g, beta, 0, s, out_rule, &history_bad, 0), Error);
+}
+
+// ---------------------------------------------------------------------------
+// Attention and the KV rows it reads
+
+// Causal attention in double. q [t, heads, d] at positions first_position + i;
+// k, v [n, kv_heads, d] hold positions 0..n-1 (rows the cache dropped are NaN,
+// so using one shows). Query head h reads kv head h / (heads / kv_heads).
+std::vector<double> attention_reference(const std::vector<float>& q, int64_t t, int64_t heads,
+                                        const std::vector<float>& k, const std::vector<float>& v, int64_t kv_heads,
+                                        int64_t d, const AttentionParams& p) {
+  std::vector<double> out(size_t(t * heads * d));
+  const int64_t group = heads / kv_heads;
+  for (int64_t i = 0; i < t; ++i) {
+    const int64_t pos = p.first_position + i;
+    const int64_t lo = p.window ? std::max<int64_t>(0, pos - *p.window + 1) : 0;
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* qr = q.data() + (i * heads + h) * d;
+      std::vector<double> score(size_t(pos - lo + 1));
+      double mx = -INFINITY;
+      for (int64_t j = lo; j <= pos; ++j) {
+        const float* kr = k.data() + (j * kv_heads + h / group) * d;
+        double dot = 0.0;
+        for (int64_t c = 0; c < d; ++c) dot += double(qr[c]) * kr[c];
+        score[size_t(j - lo)] = dot * p.scale;
+        mx = std::max(mx, score[size_t(j - lo)]);
+      }
+      double sum = 0.0;
+      for (double& s : score) sum += s = std::exp(s - mx);
+      double* o = out.data() + (i * heads + h) * d;
+      for (int64_t j = lo; j <= pos; ++j) {
+        const float* vr = v.data() + (j * kv_heads + h / group) * d;
+        for (int64_t c = 0; c < d; ++c) o[c] += score[size_t(j - lo)] / sum * vr[c];
+      }
+    }
+  }
+  return out;
+}
+
+bool is_coded(const KvFormat& f) { return f.codec != KvFormat::Codec::plain; }
+
+// Stored rows read back (positions [first, first + n)) against the rows
+// appended there: exact for f32, the bf16 rounding of each value for bf16,
+// within the codec's error (relative to the rows' norm) for coded formats.
+void expect_rows_as_appended(const std::vector<float>& got, const std::vector<float>& appended, int64_t first,
+                             int64_t row_floats, const KvFormat& f, double tolerance, const std::string& what) {
+  std::vector<float> want(appended.begin() + first * row_floats, appended.begin() + first * row_floats + int64_t(got.size()));
+  if (is_coded(f)) return expect_close(got, to_double(want), tolerance, what);
+  if (f.dtype == DType::bf16)
+    for (float& x : want) x = round_bf16(x);
+  expect_same(got, want, what);
+}
+
+void OpSuite::check_attention(const AttentionCase& c) {
+  const int64_t d = c.head_dim, row_floats = c.kv_heads * d;
+  auto pool = std::make_shared<KvBlockPool>(4096, backend_);
+  const KvFormat format = c.codec.format(c.kv_heads, d, c.plain_dtype, pool->block_bytes());
+  const int64_t capacity = std::accumulate(c.steps.begin(), c.steps.end(), int64_t(0));
+  const int64_t step = *std::max_element(c.steps.begin(), c.steps.end());
+  PagedKvLayer layer(pool, format, capacity, c.window, step, rng_());
+  const std::string name = c.codec.label() + (is_coded(format) ? "" : std::string(" ") + dtype_name(c.plain_dtype)) +
+                           " heads=" + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
+                           " d=" + std::to_string(d) + " block_rows=" + std::to_string(format.block_rows) +
+                           (c.window ? " window=" + std::to_string(*c.window) : "");
+  std::vector<float> k_all, v_all;  // every row appended, position by position
+  int64_t length = 0;
+  for (int64_t n : c.steps) {
+    const Input k = input({n, c.kv_heads, d}), v = input({n, c.kv_heads, d}), q = input({n, c.heads, d});
+    layer.append(k.dev, v.dev);
+    k_all.insert(k_all.end(), k.host.begin(), k.host.end());
+    v_all.insert(v_all.end(), v.host.begin(), v.host.end());
+    AttentionParams p;
+    p.scale = 1.0f / std::sqrt(float(d));
+    p.first_position = length;  // the step's queries are its own rows
+    p.window = c.window;
+    length += n;
+    const std::string what = name + ", " + std::to_string(n) + " queries at " + std::to_string(p.first_position);
+
+    const KvView view = layer.view();
+    ASSERT_EQ(view.end_position(), length) << what;
+    Tensor k_read = out({view.length, c.kv_heads, d}), v_read = out({view.length, c.kv_heads, d});
+    backend_->kv_read(view, 0, k_read, v_read);
+    const std::vector<float> k_held = read(k_read), v_held = read(v_read);
+    expect_rows_as_appended(k_held, k_all, view.first_position, row_floats, format, c.read_tolerance, what + ": kv_read K");
+    expect_rows_as_appended(v_held, v_all, view.first_position, row_floats, format, c.read_tolerance, what + ": kv_read V");
+
+    // The reference attends over the rows as appended (bf16-rounded for a
+    // bf16 cache) or, for a coded cache, over what kv_read decoded; rows the
+    // cache dropped are NaN so that using one shows.
+    std::vector<float> k_ref(k_all.size(), NAN), v_ref(v_all.size(), NAN);
+    for (size_t i = size_t(view.first_position * row_floats); i < k_all.size(); ++i) {
+      const size_t held = i - size_t(view.first_position * row_floats);
+      if (is_coded(format)) {
+        k_ref[i] = k_held[held], v_ref[i] = v_held[held];
+      } else if (format.dtype == DType::bf16) {
+        k_ref[i] = round_bf16(k_all[i]), v_ref[i] = round_bf16(v_all[i]);
+      } else {
+        k_ref[i] = k_all[i], v_ref[i] = v_all[i];
+      }
+    }
+    Tensor o = out({n, c.heads, d});
+    backend_->attention(q.dev, view, p, o);
+    // Coded rows are decoded (and turbo's rotated back) inside the kernel, a
+    // few roundings the kv_read rows do not share: 1e-4 there.
+    expect_close(read(o), attention_reference(q.host, n, c.heads, k_ref, v_ref, c.kv_heads, d, p),
+                 is_coded(format) ? 1e-4 : 1e-5, what + ": attention");
+  }
+  // The case exercised what it is there for: several blocks, and a sliding
+  // window that has dropped rows.
+  const KvView view = layer.view();
+  EXPECT_GT(view.length, 2 * format.block_rows) << name;
+  if (c.window) EXPECT_GT(view.first_position, 0) << name << ": the window dropped nothing";
+}
+
+// Prefill chunks of 40 rows in the middle of the cache, then decode steps.
+TEST_P(OpSuite, AttentionF32PrefillAndDecode) {
+  SCOPED_TRACE(seed_note());
+  check_attention({LayerCodec{}, DType::f32, 8, 2, 64, std::nullopt, {40, 40, 1, 1}, 0.0});
+}
+
+TEST_P(OpSuite, AttentionBf16HeadDim128) {
+  SCOPED_TRACE(seed_note());
+  check_attention({LayerCodec{}, DType::bf16, 4, 2, 128, std::nullopt, {1, 40, 7, 1}, 0.0});
+}
+
+TEST_P(OpSuite, AttentionSlidingWindow) {
+  SCOPED_TRACE(seed_note());
+  check_attention({LayerCodec{}, DType::f32, 6, 3, 64, 16, {40, 40, 1, 1, 7}, 0.0});
+  // MHA, head_dim 128, bf16 rows.
+  check_attention({LayerCodec{}, DType::bf16, 4, 4, 128, 24, {33, 1, 40, 1}, 0.0});
+}
+
+// Affine 8-bit rows: the per-group step is the group's range / 255 (a normal
+// row's range is about 5), so the error is ~1% of the rows' norm; scale and
+// bias stored in bf16 add about as much again.
+TEST_P(OpSuite, AttentionAffine8) {
+  SCOPED_TRACE(seed_note());
+  check_attention({LayerCodec{LayerCodec::Kind::affine, 8, 64}, DType::f32, 6, 2, 64, std::nullopt, {40, 9, 1}, 0.02});
+}
+
+// TurboQuant K 3 bits, V 4 bits: Lloyd–Max relative MSE 0.035 and 0.0095 (a
+// relative error of about 0.19 and 0.10 per row); 0.25 bounds both.
+TEST_P(OpSuite, AttentionTurbo) {
+  SCOPED_TRACE(seed_note());
+  check_attention({LayerCodec{LayerCodec::Kind::turbo, 16, 64, 3, 4}, DType::f32, 4, 2, 64, 24, {40, 40, 1}, 0.25});
+}
+
+// kv_write into rows in the middle of a layer (across block boundaries):
+// those rows read back as written, all others as they were; kv_read from a
+// row inside the layer reads the same rows as a read of everything.
+void OpSuite::check_kv_write_read(const LayerCodec& codec, DType plain_dtype, double tolerance) {
+  const int64_t kv_heads = 2, d = 64, n = 30, row0 = 5, count = 11, row_floats = kv_heads * d;
+  auto pool = std::make_shared<KvBlockPool>(4096, backend_);
+  const KvFormat format = codec.format(kv_heads, d, plain_dtype, pool->block_bytes());
+  const std::string what = codec.label() + " " + dtype_name(plain_dtype);
+  PagedKvLayer layer(pool, format, n, std::nullopt, n, rng_());
+  const Input k = input({n, kv_heads, d}), v = input({n, kv_heads, d});
+  layer.append(k.dev, v.dev);
+  const KvView view = layer.view();
+  ASSERT_GT(count, format.block_rows) << what << ": the write should cross blocks";
+  Tensor k_before = out({n, kv_heads, d}), v_before = out({n, kv_heads, d});
+  backend_->kv_read(view, 0, k_before, v_before);
+  const std::vector<float> kb = read(k_before), vb = read(v_before);
+  expect_rows_as_appended(kb, k.host, 0, row_floats, format, tolerance, what + ": K as appended");
+  expect_rows_as_appended(vb, v.host, 0, row_floats, format, tolerance, what + ": V as appended");
+
+  const Input k2 = input({count, kv_heads, d}), v2 = input({count, kv_heads, d});
+  backend_->kv_write(view, row0, k2.dev, v2.dev);
+  Tensor k_after = out({n, kv_heads, d}), v_after = out({n, kv_heads, d});
+  backend_->kv_read(view, 0, k_after, v_after);
+  const std::vector<float> ka = read(k_after), va = read(v_after);
+  auto rows = [&](const std::vector<float>& all, int64_t from, int64_t to) {
+    return std::vector<float>(all.begin() + from * row_floats, all.begin() + to * row_floats);
+  };
+  expect_same(rows(ka, 0, row0), rows(kb, 0, row0), what + ": K rows before the write");
+  expect_same(rows(va, row0 + count, n), rows(vb, row0 + count, n), what + ": V rows after the write");
+  expect_same(rows(ka, row0 + count, n), rows(kb, row0 + count, n), what + ": K rows after the write");
+  expect_same(rows(va, 0, row0), rows(vb, 0, row0), what + ": V rows before the write");
+  expect_rows_as_appended(rows(ka, row0, row0 + count), k2.host, 0, row_floats, format, tolerance, what + ": K written");
+  expect_rows_as_appended(rows(va, row0, row0 + count), v2.host, 0, row_floats, format, tolerance, what + ": V written");
+
+  Tensor k_part = out({9, kv_heads, d}), v_part = out({9, kv_heads, d});
+  backend_->kv_read(view, 7, k_part, v_part);
+  expect_same(read(k_part), rows(ka, 7, 16), what + ": kv_read of rows [7, 16)");
+  expect_same(read(v_part), rows(va, 7, 16), what + ": kv_read of rows [7, 16)");
+}
+
+TEST_P(OpSuite, KvWriteRead) {
+  SCOPED_TRACE(seed_note());
+  check_kv_write_read(LayerCodec{}, DType::f32, 0.0);
+  check_kv_write_read(LayerCodec{}, DType::bf16, 0.0);
+  check_kv_write_read(LayerCodec{LayerCodec::Kind::affine, 8, 64}, DType::f32, 0.02);
+  check_kv_write_read(LayerCodec{LayerCodec::Kind::affine, 4, 32}, DType::f32, 0.15);
+  check_kv_write_read(LayerCodec{LayerCodec::Kind::turbo, 16, 64, 3, 4}, DType::f32, 0.25);
+}
+
+TEST_P(OpSuite, AttentionAndKvRejectBadArguments) {
+  SCOPED_TRACE(seed_note());
+  const int64_t kv_heads = 2, d = 64;
+  auto pool = std::make_shared<KvBlockPool>(4096, backend_);
+  const KvFormat format = LayerCodec{}.format(kv_heads, d, DType::f32, pool->block_bytes());
+  PagedKvLayer layer(pool, format, 10, std::nullopt, 10, 0);
+  layer.append(input({10, kv_heads, d}).dev, input({10, kv_heads, d}).dev);
+  const KvView view = layer.view();
+  AttentionParams p;
+  p.first_position = 8;
+  const Tensor q3 = input({3, 4, d}).dev;
+  Tensor o3 = out({3, 4, d});
+  EXPECT_THROW(backend_->attention(q3, view, p, o3), Error);  // queries at 8..10, the cache ends at 10
+  p.first_position = 0;
+  const Tensor q_dim = input({1, 4, 32}).dev, q_heads = input({1, 3, d}).dev;
+  Tensor o_dim = out({1, 4, 32}), o_heads = out({1, 3, d}), o_other = out({1, 4, d + 1});
+  EXPECT_THROW(backend_->attention(q_dim, view, p, o_dim), Error);      // head_dim 32 against 64
+  EXPECT_THROW(backend_->attention(q_heads, view, p, o_heads), Error);  // 3 heads over 2 kv heads
+  const Tensor q1 = input({1, 4, d}).dev;
+  EXPECT_THROW(backend_->attention(q1, view, p, o_other), Error);  // out is not q's shape
+  const Tensor k3 = input({3, kv_heads, d}).dev, k_heads = input({3, 1, d}).dev;
+  EXPECT_THROW(backend_->kv_write(view, 8, k3, k3), Error);  // rows 8..11 of 10
+  EXPECT_THROW(backend_->kv_write(view, 0, k_heads, k_heads), Error);
+  Tensor r3 = out({3, kv_heads, d}), r_dim = out({3, kv_heads, d - 1});
+  EXPECT_THROW(backend_->kv_read(view, 9, r3, r3), Error);
+  EXPECT_THROW(backend_->kv_read(view, 0, r_dim, r_dim), Error);
+
+  // A sliding layer that dropped rows: a query without that window needs them.
+  PagedKvLayer sliding(pool, format, 60, 8, 20, 0);
+  for (int i = 0; i < 3; ++i) sliding.append(input({20, kv_heads, d}).dev, input({20, kv_heads, d}).dev);
+  ASSERT_GT(sliding.first_position(), 0);
+  AttentionParams unwindowed;
+  unwindowed.first_position = 59;
+  Tensor o1 = out({1, 4, d});
+  EXPECT_THROW(backend_->attention(q1, sliding.view(), unwindowed, o1), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, OpSuite, ::testing::Values(std::string("cpu"), std::string("cuda")),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace fathom
