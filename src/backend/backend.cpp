@@ -1,6 +1,9 @@
 #include "backend/backend.h"
 
 #include "core/error.h"
+#ifdef FATHOM_WITH_CUDA
+#include "backend/cuda/cuda_factory.h"
+#endif
 
 namespace fathom {
 namespace {
@@ -56,6 +59,8 @@ void Backend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
 
 void Backend::rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
   expect_f32(x, "rope", "x");
+  expect_f32(cos, "rope", "cos");
+  expect_f32(sin, "rope", "sin");
   check(x.rank() == 3 && cos.rank() == 2 && cos.shape() == sin.shape() && cos.dim(0) == x.dim(0) &&
             2 * cos.dim(1) <= x.dim(2),
         "rope: x ", x.shape_string(), " and cos ", cos.shape_string(), " disagree");
@@ -63,23 +68,30 @@ void Backend::rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
 }
 
 void Backend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  for (const Tensor* t : {&gate, &up}) expect_f32(*t, "silu_mul", "inputs");
+  expect_f32(out, "silu_mul", "out");
   check(gate.shape() == up.shape() && gate.numel() == out.numel(), "silu_mul: shapes ", gate.shape_string(), " ",
         up.shape_string(), " ", out.shape_string(), " disagree");
   silu_mul_impl(gate, up, out);
 }
 
 void Backend::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  for (const Tensor* t : {&gate, &up}) expect_f32(*t, "gelu_tanh_mul", "inputs");
+  expect_f32(out, "gelu_tanh_mul", "out");
   check(gate.shape() == up.shape() && gate.numel() == out.numel(), "gelu_tanh_mul: shapes ", gate.shape_string(),
         " ", up.shape_string(), " ", out.shape_string(), " disagree");
   gelu_tanh_mul_impl(gate, up, out);
 }
 
 void Backend::add_inplace(Tensor& x, const Tensor& y) {
+  expect_f32(x, "add", "x");
+  expect_f32(y, "add", "y");
   check(x.numel() == y.numel(), "add: shapes ", x.shape_string(), " and ", y.shape_string(), " disagree");
   add_inplace_impl(x, y);
 }
 
 void Backend::embedding(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) {
+  expect_f32(out, "embedding", "out");
   check(table.rank() == 2 && out.rank() == 2 && out.dim(0) == int64_t(ids.size()) && out.dim(1) == table.dim(1),
         "embedding: table ", table.shape_string(), ", ", ids.size(), " ids, out ", out.shape_string());
   for (int32_t id : ids)
@@ -113,8 +125,21 @@ namespace fathom {
 
 std::shared_ptr<Backend> make_backend(const std::string& device) {
   if (device == "cpu") return make_cpu_backend();
-  if (device == "cuda" || device.rfind("cuda:", 0) == 0)
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+    int index = 0;
+    if (device != "cuda") {
+      const std::string digits = device.substr(5);
+      check(!digits.empty() && digits.size() < 4 && digits.find_first_not_of("0123456789") == std::string::npos,
+            "--device ", device, ": the device index must be a number (cuda:0, cuda:1, ...)");
+      index = std::stoi(digits);
+    }
+#ifdef FATHOM_WITH_CUDA
+    return make_cuda_backend(index);
+#else
+    (void)index;
     fail("--device ", device, ": this build of fathom has no CUDA backend (it was built without nvcc)");
+#endif
+  }
   fail("--device: unknown device \"", device, "\" (cpu, cuda or cuda:N)");
 }
 

@@ -130,8 +130,9 @@ class Backend {
   // (L2-normed and scaled), k (L2-normed) and v side by side; g, beta [T,
   // value_heads]; state [value_heads, key_head_dim, value_head_dim] advances;
   // out [T, value_dim]. chunk = 0 runs token by token (decode's arithmetic),
-  // otherwise in blocks of `chunk` tokens. With `history`, the state after
-  // token i is also copied to history row history_row + i where that row exists.
+  // otherwise in blocks of `chunk` tokens. With `history` (token by token
+  // only), the state after token i is also copied to history row
+  // history_row + i where that row exists.
   void gated_delta_rule(const DeltaRuleShape& shape, const Tensor& qkv, const Tensor& g, const Tensor& beta,
                         int64_t chunk, Tensor& state, Tensor& out, Tensor* history = nullptr,
                         int64_t history_row = 0);

@@ -198,6 +198,7 @@ void Backend::gated_delta_rule(const DeltaRuleShape& shape, const Tensor& qkv, c
         "gated_delta_rule: state ", state.shape_string(), " out ", out.shape_string(), " disagree with the shape");
   check(chunk >= 0, "gated_delta_rule: chunk size ", chunk, " is negative");
   if (history) {
+    check(chunk == 0, "gated_delta_rule: a per-token history needs a token-by-token run (chunk 0), got chunk ", chunk);
     expect_f32(*history, "gated_delta_rule", "history");
     check(history->rank() >= 1 && history->numel() == history->dim(0) * state.numel() && history_row >= 0,
           "gated_delta_rule: history ", history->shape_string(), " does not hold states ", state.shape_string());

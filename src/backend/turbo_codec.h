@@ -27,6 +27,8 @@ class HadamardRotation {
   void apply(float* x) const;
   void apply_inverse(float* x) const;
   int64_t dim() const { return int64_t(signs_.size()); }
+  // The random signs (±1) applied before the transform: what a device kernel needs.
+  const std::vector<float>& signs() const { return signs_; }
 
  private:
   std::vector<float> signs_;

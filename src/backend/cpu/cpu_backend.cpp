@@ -22,19 +22,23 @@ void CpuBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarge
   base.M = x.dim(0);
   base.K = x.dim(1);
   base.x = x.data<float>();
+  float* rounded = nullptr;  // x rounded to bf16 values, as f32
   if (bf16_inputs) {
     // Round x to bf16 once. Kernels without a bf16 dot product multiply
-    // the rounded values widened back to f32, which gives the same products.
+    // the rounded values widened back to f32, which gives the same products;
+    // so do f32 weights on every kernel (the bf16 dot product needs bf16 weights).
     const int64_t n = base.M * base.K;
     bf16_t* rounded_bf16 = grow(rounded_bf16_, n, DType::bf16).data<bf16_t>();
-    float* rounded = kernels_.bf16_dot ? nullptr : grow(rounded_, n, DType::f32).data<float>();
+    bool widened = !kernels_.bf16_dot;
+    for (const auto& t : targets) widened = widened || t.w->dtype() != DType::bf16;
+    if (widened) rounded = grow(rounded_, n, DType::f32).data<float>();
     small_parallel_for(n, 64, [&](int64_t i0, int64_t i1) {
       kernels_.to_bf16(base.x + i0, i1 - i0, rounded_bf16 + i0);
       if (rounded)
         for (int64_t i = i0; i < i1; ++i) rounded[i] = bf16_to_f32(rounded_bf16[i]);
     });
     base.xb = rounded_bf16;
-    if (rounded) base.x = rounded;
+    if (!kernels_.bf16_dot) base.x = rounded;
   }
   // The outputs side by side: one split of their total N across threads.
   std::vector<MatmulArgs> args;
@@ -45,6 +49,7 @@ void CpuBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarge
     a.N = t.w->dim(0);
     a.w = t.w->raw();
     a.w_dtype = t.w->dtype();
+    if (rounded && a.w_dtype != DType::bf16) a.x = rounded;
     a.bias = t.bias ? t.bias->data<float>() : nullptr;
     a.y = t.y->data<float>();
     args.push_back(a);

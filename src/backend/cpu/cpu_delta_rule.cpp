@@ -249,7 +249,6 @@ void CpuBackend::gated_delta_rule_impl(const DeltaRuleShape& shape, const Tensor
   in.t = qkv.dim(0);
   in.q_stride = in.k_stride = in.v_stride = qkv.dim(1);
   if (chunk > 0) {
-    check(!history, "gated_delta_rule: a chunked run keeps no per-token history");
     return cpu::gated_delta_rule_chunked(shape, in, chunk, state.data<float>(), out.data<float>());
   }
   std::vector<float*> copies;

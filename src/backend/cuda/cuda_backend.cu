@@ -1,0 +1,217 @@
+// The CUDA backend: context, memory and matmul.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstring>
+
+#include "backend/cuda/cuda_factory.h"
+#include "core/error.h"
+
+namespace fathom::cuda {
+
+void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) fail("cuda: ", what, ": ", cudaGetErrorString(status));
+}
+
+void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) fail("cuda: ", what, ": cuBLAS status ", int(status));
+}
+
+void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
+
+Context::~Context() {
+  cudaSetDevice(device);
+  if (cublas) cublasDestroy(cublas);
+  if (stream) {
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+  }
+}
+
+CudaBackend::CudaBackend(int device) : ctx_(std::make_shared<Context>()) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0)
+    fail("--device cuda:", device, ": no CUDA device is usable here (",
+         status == cudaSuccess ? "none found" : cudaGetErrorString(status), ")");
+  check(device >= 0 && device < count, "--device cuda:", device, ": this machine has ", count, " CUDA device(s)");
+  ctx_->device = device;
+  check_cuda(cudaSetDevice(device), "select the device");
+  check_cuda(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "create a stream");
+  check_cublas(cublasCreate(&ctx_->cublas), "create a cuBLAS handle");
+  check_cublas(cublasSetStream(ctx_->cublas, ctx_->stream), "bind cuBLAS to the stream");
+  // f32 matmuls stay f32 (no TF32): results must match the CPU's to 1e-4.
+  check_cublas(cublasSetMathMode(ctx_->cublas, CUBLAS_PEDANTIC_MATH), "set cuBLAS math mode");
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, device), "read the device's properties");
+  ctx_->name = std::string("cuda:") + std::to_string(device) + "-" + prop.name;
+}
+
+namespace {
+
+Tensor device_tensor(const std::shared_ptr<Context>& ctx, std::vector<int64_t> shape, DType dtype, bool reservation) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const size_t bytes = (size_t(n) * dtype_size(dtype) + 255) / 256 * 256;
+  void* p = nullptr;
+  if (bytes) check_cuda(cudaMallocAsync(&p, bytes, ctx->stream), "allocate device memory");
+  if (reservation) count_reservation(Device::cuda, int64_t(bytes));
+  else count_allocation(Device::cuda, int64_t(bytes));
+  std::shared_ptr<const void> owner(p, [ctx, bytes, reservation](const void* q) {
+    if (q) cudaFreeAsync(const_cast<void*>(q), ctx->stream);
+    if (reservation) count_reservation(Device::cuda, -int64_t(bytes));
+    else count_allocation(Device::cuda, -int64_t(bytes));
+  });
+  return Tensor::borrow(p, std::move(shape), dtype, std::move(owner), Device::cuda);
+}
+
+}  // namespace
+
+Tensor CudaBackend::empty_impl(std::vector<int64_t> shape, DType dtype) {
+  return device_tensor(ctx_, std::move(shape), dtype, false);
+}
+
+Tensor CudaBackend::reserve_impl(std::vector<int64_t> shape, DType dtype) {
+  // Device memory is committed when allocated: a KV slab is taken whole.
+  return device_tensor(ctx_, std::move(shape), dtype, true);
+}
+
+Tensor CudaBackend::upload_impl(const Tensor& host) {
+  Tensor t = empty_impl(host.shape(), host.dtype());
+  if (host.nbytes())
+    check_cuda(cudaMemcpyAsync(t.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, ctx_->stream), "upload");
+  return t;
+}
+
+Tensor CudaBackend::download_impl(const Tensor& t) {
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
+  if (t.nbytes())
+    check_cuda(cudaMemcpyAsync(host.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream), "download");
+  check_cuda(cudaStreamSynchronize(ctx_->stream), "wait for the stream");
+  return host;
+}
+
+void CudaBackend::copy_impl(const Tensor& src, Tensor& dst) {
+  if (src.nbytes() && src.raw() != dst.raw())
+    check_cuda(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream),
+               "device-to-device copy");
+}
+
+void* CudaBackend::scratch(int slot, size_t bytes) {
+  Tensor& t = buffers_[slot];
+  if (!t.defined() || t.nbytes() < bytes) {
+    t = Tensor();
+    t = empty_impl({int64_t((bytes + 3) / 4)}, DType::i32);
+  }
+  return t.raw();
+}
+
+void* CudaBackend::stage(int slot, const void* host, size_t bytes) {
+  void* p = scratch(slot, bytes);
+  if (bytes) check_cuda(cudaMemcpyAsync(p, host, bytes, cudaMemcpyHostToDevice, ctx_->stream), "stage host data");
+  return p;
+}
+
+// --- Matmul ---
+
+namespace {
+
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias), f32 sums, in 32×32 tiles: for the
+// combinations cuBLAS has no type for (f32 activations with bf16 weights).
+template <typename W>
+__global__ void matmul_tiled(const float* x, const W* w, const float* bias, float* y, int64_t M, int64_t N, int64_t K) {
+  __shared__ float xs[32][33], ws[32][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t m0 = int64_t(blockIdx.y) * 32, n0 = int64_t(blockIdx.x) * 32;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t k0 = 0; k0 < K; k0 += 32) {
+    for (int r = ty; r < 32; r += 8) {
+      const int64_t k = k0 + tx;
+      xs[r][tx] = (m0 + r < M && k < K) ? x[(m0 + r) * K + k] : 0.0f;
+      ws[r][tx] = (n0 + r < N && k < K) ? widen(w[(n0 + r) * K + k]) : 0.0f;
+    }
+    __syncthreads();
+    for (int kk = 0; kk < 32; ++kk)
+      for (int i = 0; i < 4; ++i) acc[i] += xs[ty + 8 * i][kk] * ws[tx][kk];
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int64_t m = m0 + ty + 8 * i, n = n0 + tx;
+    if (m < M && n < N) y[m * N + n] = acc[i] + (bias ? bias[n] : 0.0f);
+  }
+}
+
+__global__ void round_to_bf16(const float* x, int64_t n, __nv_bfloat16* out, float* rounded) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const __nv_bfloat16 b = __float2bfloat16_rn(x[i]);
+    if (out) out[i] = b;
+    if (rounded) rounded[i] = __bfloat162float(b);
+  }
+}
+
+__global__ void add_bias(float* y, const float* bias, int64_t M, int64_t N) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] += bias[i % N];
+}
+
+int blocks_for(int64_t n, int threads = 256) { return int(std::min<int64_t>((n + threads - 1) / threads, 65535)); }
+
+}  // namespace
+
+void CudaBackend::matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) {
+  const MatmulTarget target{&w, bias, &y};
+  matmul_shared_impl(x, {&target, 1}, bf16_inputs);
+}
+
+void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) {
+  const int64_t M = x.dim(0), K = x.dim(1);
+  if (M == 0) return;
+  // bf16 compute rounds x once: bf16 products, f32 sums (cuBLAS with f32 compute).
+  __nv_bfloat16* xb = nullptr;
+  float* x_rounded = nullptr;
+  if (bf16_inputs) {
+    xb = static_cast<__nv_bfloat16*>(scratch(kRoundedX, size_t(M * K) * 2 + size_t(M * K) * 4));
+    x_rounded = reinterpret_cast<float*>(xb + ((M * K + 1) / 2) * 2);
+    round_to_bf16<<<blocks_for(M * K), 256, 0, ctx_->stream>>>(x.data<float>(), M * K, xb, x_rounded);
+    check_launch("matmul: round x to bf16");
+  }
+  const float one = 1.0f, zero = 0.0f;
+  for (const MatmulTarget& t : targets) {
+    const int64_t N = t.w->dim(0);
+    float* y = t.y->data<float>();
+    const float* bias = t.bias ? t.bias->data<float>() : nullptr;
+    const bool w_bf16 = t.w->dtype() == DType::bf16;
+    if (bf16_inputs && w_bf16) {
+      // Column-major view: yᵀ [N, M] = w [N, K] (stored as K×N) transposed × xᵀ [K, M].
+      check_cublas(cublasGemmEx(ctx_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, t.w->raw(),
+                                CUDA_R_16BF, int(K), xb, CUDA_R_16BF, int(K), &zero, y, CUDA_R_32F, int(N),
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "bf16 matmul");
+    } else if (!w_bf16) {
+      const float* xs = bf16_inputs ? x_rounded : x.data<float>();
+      check_cublas(cublasGemmEx(ctx_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, t.w->raw(),
+                                CUDA_R_32F, int(K), xs, CUDA_R_32F, int(K), &zero, y, CUDA_R_32F, int(N),
+                                CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+                   "f32 matmul");
+    } else {
+      const dim3 grid(unsigned((N + 31) / 32), unsigned((M + 31) / 32)), block(32, 8);
+      matmul_tiled<<<grid, block, 0, ctx_->stream>>>(x.data<float>(), static_cast<const __nv_bfloat16*>(t.w->raw()),
+                                                     bias, y, M, N, K);
+      check_launch("matmul: f32 activations × bf16 weights");
+      continue;
+    }
+    if (bias) {
+      add_bias<<<blocks_for(M * N), 256, 0, ctx_->stream>>>(y, bias, M, N);
+      check_launch("matmul: bias");
+    }
+  }
+}
+
+}  // namespace fathom::cuda
+
+namespace fathom {
+
+std::shared_ptr<Backend> make_cuda_backend(int device) { return std::make_shared<cuda::CudaBackend>(device); }
+
+}  // namespace fathom

@@ -1,0 +1,102 @@
+#pragma once
+// The CUDA implementation of Backend (included by the .cu files only). One
+// stream per backend: every op is enqueued on it in call order, so ops see each
+// other's results without extra synchronization; download() waits for the
+// stream. Allocations are stream-ordered (cudaMallocAsync) and counted per
+// device for the memory contract. Matmuls go through cuBLAS where its types
+// fit, elsewhere through a tiled kernel; the other ops are kernels here.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace fathom::cuda {
+
+// Throws a fathom::Error naming the operation when a CUDA call fails.
+void check_cuda(cudaError_t status, const char* what);
+void check_cublas(cublasStatus_t status, const char* what);
+// After kernel launches: a launch error (bad configuration) surfaces here.
+void check_launch(const char* op);
+
+// What outlives the backend object: tensors it allocated free themselves on
+// this stream, so they hold it.
+struct Context {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  std::string name;
+  ~Context();
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  std::string name() const override { return ctx_->name; }
+  Device device() const override { return Device::cuda; }
+  void release_pages(void*, int64_t) override {}  // device memory stays with its slab
+  cudaStream_t stream() const { return ctx_->stream; }
+
+ protected:
+  void matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) override;
+  void matmul_shared_impl(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) override;
+  void rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Tensor& y) override;
+  void rope_impl(Tensor& x, const Tensor& cos, const Tensor& sin) override;
+  void silu_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void add_inplace_impl(Tensor& x, const Tensor& y) override;
+  void embedding_impl(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) override;
+  void attention_impl(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) override;
+  void kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) override;
+  void kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) override;
+
+  Tensor empty_impl(std::vector<int64_t> shape, DType dtype) override;
+  Tensor reserve_impl(std::vector<int64_t> shape, DType dtype) override;
+  Tensor upload_impl(const Tensor& host) override;
+  Tensor download_impl(const Tensor& t) override;
+  void copy_impl(const Tensor& src, Tensor& dst) override;
+  void fill_impl(Tensor& x, float value) override;
+
+  void scale_impl(Tensor& x, float s) override;
+  void soft_cap_impl(Tensor& x, float cap) override;
+  void mul_columns_impl(Tensor& x, const Tensor& w) override;
+  void sigmoid_mul_impl(Tensor& x, const Tensor& gate) override;
+  void copy_columns_impl(const Tensor& src, int64_t src_col, Tensor& dst, int64_t dst_col, int64_t width) override;
+  void gather_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst) override;
+  void scatter_add_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, const std::vector<float>& weights,
+                             Tensor& dst) override;
+  void route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale, Tensor& ids,
+                        Tensor& weights) override;
+
+  void causal_conv1d_silu_impl(const Tensor& x, const Tensor& weight, Tensor& state, Tensor& out) override;
+  void l2_norm_heads_impl(Tensor& x, int64_t first_col, int64_t heads, int64_t head_dim, float scale,
+                          float eps) override;
+  void delta_rule_gates_impl(Tensor& b, Tensor& a, const Tensor& neg_a, const Tensor& dt_bias) override;
+  void gated_delta_rule_impl(const DeltaRuleShape& shape, const Tensor& qkv, const Tensor& g, const Tensor& beta,
+                             int64_t chunk, Tensor& state, Tensor& out, Tensor* history, int64_t history_row) override;
+  void gated_rms_norm_impl(Tensor& x, const Tensor& z, const Tensor& w, float eps) override;
+
+ private:
+  // Host data an op needs on the device (ids, rows, weights, a block table):
+  // copied into a buffer of its own kind that only grows.
+  void* stage(int slot, const void* host, size_t bytes);
+  // Device memory of a tensor-less scratch kind that only grows.
+  void* scratch(int slot, size_t bytes);
+  // The rotation signs of a codebook view on the device (built once per seed and dim).
+  const float* rotation_signs(const KvView& kv);
+
+  std::shared_ptr<Context> ctx_;
+  std::map<int, Tensor> buffers_;
+  std::map<std::pair<uint64_t, int64_t>, Tensor> signs_;
+};
+
+// Slots of CudaBackend::stage / scratch.
+enum Slot : int { kIds, kRows, kWeights, kBlockTable, kRoundedX, kRotatedQ, kHistory };
+
+}  // namespace fathom::cuda

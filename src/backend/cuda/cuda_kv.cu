@@ -1,0 +1,322 @@
+// The CUDA backend's KV ops: rows encoded into paged blocks (plain, affine,
+// TurboQuant codebook), read back, and causal attention over them read in
+// place. The block table is a host array of device pointers; each op stages it.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/turbo_codec.h"
+#include "core/error.h"
+
+namespace fathom::cuda {
+namespace {
+
+constexpr int kMaxHeadDim = 512;
+
+// A KvFormat flattened for kernels: every offset precomputed on the host.
+struct KvLayout {
+  int codec = 0;  // 0 plain, 1 affine, 2 codebook
+  bool bf16 = false;
+  int bits[2] = {0, 0};          // K, V
+  int group = 0, groups = 0;
+  int64_t head_dim = 0, block_rows = 0;
+  int64_t row_bytes[2] = {0, 0};
+  int64_t rows_base[2] = {0, 0};    // head 0's rows
+  int64_t scales_base[2] = {0, 0};  // head 0's scales (affine) or row scales (codebook)
+  int64_t biases_base[2] = {0, 0};
+  int64_t param_bytes = 0;          // per row in each parameter region
+  int64_t row_offset = 0, first_position = 0, length = 0;
+  float table[2][16] = {};
+  float boundaries[2][15] = {};
+};
+
+KvLayout layout_of(const KvView& kv) {
+  const KvFormat& f = kv.format;
+  KvLayout l;
+  l.codec = f.codec == KvFormat::Codec::plain ? 0 : f.codec == KvFormat::Codec::affine ? 1 : 2;
+  l.bf16 = f.dtype == DType::bf16;
+  l.bits[0] = f.k_bits;
+  l.bits[1] = f.v_bits;
+  l.group = f.group_size;
+  l.groups = int(f.groups());
+  l.head_dim = f.head_dim;
+  l.block_rows = f.block_rows;
+  for (int v = 0; v < 2; ++v) {
+    l.row_bytes[v] = f.row_bytes(v);
+    l.rows_base[v] = f.rows_offset(v, 0);
+    if (f.codec != KvFormat::Codec::plain) l.scales_base[v] = f.scales_offset(v, 0);
+    if (f.codec == KvFormat::Codec::affine) l.biases_base[v] = f.biases_offset(v, 0);
+  }
+  l.param_bytes = f.codec == KvFormat::Codec::affine ? f.groups() * 2 : f.codec == KvFormat::Codec::codebook ? 4 : 0;
+  l.row_offset = kv.row_offset;
+  l.first_position = kv.first_position;
+  l.length = kv.length;
+  for (int i = 0; i < 16; ++i) {
+    l.table[0][i] = kv.k_table[size_t(i)];
+    l.table[1][i] = kv.v_table[size_t(i)];
+  }
+  if (f.codec == KvFormat::Codec::codebook)
+    for (int v = 0; v < 2; ++v) {
+      const auto& book = lloyd_max_codebook(v ? f.v_bits : f.k_bits);
+      for (size_t i = 0; i < book.boundaries.size(); ++i) l.boundaries[v][i] = book.boundaries[i];
+    }
+  return l;
+}
+
+struct RowRef {
+  unsigned char* block;
+  int64_t r;  // row inside the block
+};
+
+__device__ __forceinline__ RowRef row_ref(const KvLayout& l, unsigned char* const* table, int64_t j) {
+  const int64_t at = l.row_offset + j;
+  return {table[at / l.block_rows], at % l.block_rows};
+}
+
+__device__ __forceinline__ unsigned char* row_ptr(const KvLayout& l, RowRef ref, int v, int64_t h) {
+  return ref.block + l.rows_base[v] + (h * l.block_rows + ref.r) * l.row_bytes[v];
+}
+
+__device__ __forceinline__ uint32_t code_at(const uint32_t* words, int bits, int64_t i) {
+  const int64_t bit = i * bits;
+  const int64_t w = bit >> 5, shift = bit & 31;
+  uint64_t pair = words[w];
+  if (shift + bits > 32) pair |= uint64_t(words[w + 1]) << 32;
+  return uint32_t(pair >> shift) & ((1u << bits) - 1u);
+}
+
+// Element i of row j, head h, K (v = 0) or V (v = 1), widened; codebook rows
+// stay in the rotated space.
+__device__ float kv_element(const KvLayout& l, RowRef ref, int v, int64_t h, int64_t i) {
+  const unsigned char* row = row_ptr(l, ref, v, h);
+  if (l.codec == 0)
+    return l.bf16 ? __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(row)[i]) : reinterpret_cast<const float*>(row)[i];
+  const uint32_t code = code_at(reinterpret_cast<const uint32_t*>(row), l.bits[v], i);
+  const int64_t params = (h * l.block_rows + ref.r) * l.param_bytes;
+  if (l.codec == 1) {
+    const int64_t g = i / l.group;
+    const float s = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(ref.block + l.scales_base[v] + params)[g]);
+    const float b = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(ref.block + l.biases_base[v] + params)[g]);
+    return s * float(code) + b;
+  }
+  const float scale = *reinterpret_cast<const float*>(ref.block + l.scales_base[v] + params);
+  return scale * l.table[v][code];
+}
+
+// x (n values, a power of two) ← H·(signs ⊙ x)/√n, or its inverse; one thread, local memory.
+__device__ void rotate(float* x, int64_t n, const float* signs, bool inverse) {
+  if (!inverse)
+    for (int64_t i = 0; i < n; ++i) x[i] *= signs[i];
+  for (int64_t len = 1; len < n; len <<= 1)
+    for (int64_t i = 0; i < n; i += len << 1)
+      for (int64_t j = i; j < i + len; ++j) {
+        const float a = x[j], b = x[j + len];
+        x[j] = a + b;
+        x[j + len] = a - b;
+      }
+  const float inv = rsqrtf(float(n));
+  for (int64_t i = 0; i < n; ++i) x[i] *= inverse ? inv * signs[i] : inv;
+}
+
+__global__ void rotate_rows_kernel(float* x, int64_t rows, int64_t d, const float* signs, bool inverse) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (row >= rows) return;
+  float buf[kMaxHeadDim];
+  float* p = x + row * d;
+  for (int64_t i = 0; i < d; ++i) buf[i] = p[i];
+  rotate(buf, d, signs, inverse);
+  for (int64_t i = 0; i < d; ++i) p[i] = buf[i];
+}
+
+__device__ void pack(uint32_t* words, int bits, int64_t i, uint32_t code) {
+  const int64_t bit = i * bits;
+  const int64_t w = bit >> 5, shift = bit & 31;
+  words[w] |= code << shift;
+  if (shift + bits > 32) words[w + 1] |= code >> (32 - shift);
+}
+
+// One thread per (token, head, K or V): encodes one row, as the CPU codecs do.
+__global__ void kv_write_kernel(KvLayout l, unsigned char* const* table, int64_t row0, int64_t count, int64_t heads,
+                                const float* k, const float* v, const float* signs) {
+  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (idx >= count * heads * 2) return;
+  const int which = int(idx % 2);
+  const int64_t h = (idx / 2) % heads, t = idx / 2 / heads, d = l.head_dim;
+  const float* x = (which ? v : k) + (t * heads + h) * d;
+  const RowRef ref = row_ref(l, table, row0 + t);
+  unsigned char* dst = row_ptr(l, ref, which, h);
+  if (l.codec == 0) {
+    for (int64_t i = 0; i < d; ++i) {
+      if (l.bf16) reinterpret_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16_rn(x[i]);
+      else reinterpret_cast<float*>(dst)[i] = x[i];
+    }
+    return;
+  }
+  const int bits = l.bits[which];
+  auto* words = reinterpret_cast<uint32_t*>(dst);
+  for (int64_t w = 0; w < l.row_bytes[which] / 4; ++w) words[w] = 0;
+  const int64_t params = (h * l.block_rows + ref.r) * l.param_bytes;
+  if (l.codec == 1) {
+    const float levels = float((1u << bits) - 1u);
+    auto* scales = reinterpret_cast<__nv_bfloat16*>(ref.block + l.scales_base[which] + params);
+    auto* biases = reinterpret_cast<__nv_bfloat16*>(ref.block + l.biases_base[which] + params);
+    for (int64_t g = 0; g < l.groups; ++g) {
+      const float* xs = x + g * l.group;
+      float lo = xs[0], hi = xs[0];
+      for (int64_t i = 1; i < l.group; ++i) lo = fminf(lo, xs[i]), hi = fmaxf(hi, xs[i]);
+      scales[g] = __float2bfloat16_rn((hi - lo) / levels);
+      biases[g] = __float2bfloat16_rn(lo);
+      // Codes against the stored (bf16) parameters, as the CPU codec chooses them.
+      const float s = __bfloat162float(scales[g]), b = __bfloat162float(biases[g]);
+      for (int64_t i = 0; i < l.group; ++i) {
+        const float q = s > 0.0f ? nearbyintf((xs[i] - b) / s) : 0.0f;
+        pack(words, bits, g * l.group + i, uint32_t(fminf(fmaxf(q, 0.0f), levels)));
+      }
+    }
+    return;
+  }
+  float buf[kMaxHeadDim];
+  for (int64_t i = 0; i < d; ++i) buf[i] = x[i];
+  rotate(buf, d, signs, false);
+  double ss = 0.0;
+  for (int64_t i = 0; i < d; ++i) ss += double(buf[i]) * buf[i];
+  const float norm = float(sqrt(ss));
+  *reinterpret_cast<float*>(ref.block + l.scales_base[which] + params) = norm;
+  const float to_unit = norm > 0.0f ? sqrtf(float(d)) / norm : 0.0f;
+  const int n_bounds = (1 << bits) - 1;
+  for (int64_t i = 0; i < d; ++i) {
+    const float u = buf[i] * to_unit;
+    uint32_t c = 0;
+    while (int(c) < n_bounds && !(u < l.boundaries[which][c])) ++c;  // upper_bound
+    pack(words, bits, i, c);
+  }
+}
+
+// One thread per (token, head, K or V): a row widened (and rotated back).
+__global__ void kv_read_kernel(KvLayout l, unsigned char* const* table, int64_t row0, int64_t count, int64_t heads,
+                               float* k, float* v, const float* signs) {
+  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (idx >= count * heads * 2) return;
+  const int which = int(idx % 2);
+  const int64_t h = (idx / 2) % heads, t = idx / 2 / heads, d = l.head_dim;
+  float* out = (which ? v : k) + (t * heads + h) * d;
+  const RowRef ref = row_ref(l, table, row0 + t);
+  for (int64_t i = 0; i < d; ++i) out[i] = kv_element(l, ref, which, h, i);
+  if (l.codec == 2) {
+    float buf[kMaxHeadDim];
+    for (int64_t i = 0; i < d; ++i) buf[i] = out[i];
+    rotate(buf, d, signs, true);
+    for (int64_t i = 0; i < d; ++i) out[i] = buf[i];
+  }
+}
+
+// One warp per (query row, head): keys in order with an online softmax; each
+// lane holds d / 32 of the output.
+__global__ void attention_kernel(KvLayout l, unsigned char* const* table, const float* q, int64_t t, int64_t heads,
+                                 int64_t kv_heads, float scale, int64_t q_first, int64_t window, float* out) {
+  const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= t * heads) return;
+  const int64_t ti = warp / heads, h = warp % heads, g = h / (heads / kv_heads), d = l.head_dim;
+  constexpr int kPer = kMaxHeadDim / 32;
+  float qr[kPer], acc[kPer];
+  const float* qrow = q + warp * d;
+  for (int c = 0; c < kPer; ++c) {
+    const int64_t i = lane + 32 * c;
+    qr[c] = i < d ? qrow[i] * scale : 0.0f;
+    acc[c] = 0.0f;
+  }
+  const int64_t pos = q_first + ti;
+  const int64_t lo_pos = window > 0 ? max(l.first_position, pos - window + 1) : l.first_position;
+  float m = -INFINITY, sum = 0.0f;
+  for (int64_t j = lo_pos - l.first_position; j <= pos - l.first_position; ++j) {
+    const RowRef ref = row_ref(l, table, j);
+    float s = 0.0f;
+    for (int c = 0; c < kPer && lane + 32 * c < d; ++c) s += qr[c] * kv_element(l, ref, 0, g, lane + 32 * c);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float m_new = fmaxf(m, s);
+    const float correction = expf(m - m_new), p = expf(s - m_new);
+    sum = sum * correction + p;
+    for (int c = 0; c < kPer && lane + 32 * c < d; ++c)
+      acc[c] = acc[c] * correction + p * kv_element(l, ref, 1, g, lane + 32 * c);
+    m = m_new;
+  }
+  float* orow = out + warp * d;
+  for (int c = 0; c < kPer && lane + 32 * c < d; ++c) orow[lane + 32 * c] = acc[c] / sum;
+}
+
+int64_t blocks_in_view(const KvView& kv, int64_t rows) {
+  return kv.format.block_rows > 0 ? (kv.row_offset + rows + kv.format.block_rows - 1) / kv.format.block_rows : 0;
+}
+
+}  // namespace
+
+const float* CudaBackend::rotation_signs(const KvView& kv) {
+  Tensor& t = signs_[{kv.rotation_seed, kv.head_dim()}];
+  if (!t.defined() || t.numel() == 0) {
+    const HadamardRotation rotation(kv.head_dim(), kv.rotation_seed);
+    Tensor host = Tensor::empty({kv.head_dim()}, DType::f32);
+    std::copy(rotation.signs().begin(), rotation.signs().end(), host.data<float>());
+    t = upload_impl(host);
+  }
+  return t.data<float>();
+}
+
+void CudaBackend::kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) {
+  const int64_t count = k.dim(0), heads = kv.kv_heads();
+  check(kv.head_dim() <= kMaxHeadDim, "kv_write on cuda: head_dim ", kv.head_dim(), " above ", kMaxHeadDim);
+  if (count == 0) return;
+  const KvLayout l = layout_of(kv);
+  auto* table = static_cast<unsigned char* const*>(
+      stage(kBlockTable, kv.blocks, size_t(blocks_in_view(kv, row + count)) * sizeof(void*)));
+  const float* signs = kv.format.codec == KvFormat::Codec::codebook ? rotation_signs(kv) : nullptr;
+  const int64_t threads = count * heads * 2;
+  kv_write_kernel<<<unsigned((threads + 127) / 128), 128, 0, stream()>>>(l, table, row, count, heads, k.data<float>(),
+                                                                         v.data<float>(), signs);
+  check_launch("kv_write");
+}
+
+void CudaBackend::kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) {
+  const int64_t count = k.dim(0), heads = kv.kv_heads();
+  check(kv.head_dim() <= kMaxHeadDim, "kv_read on cuda: head_dim ", kv.head_dim(), " above ", kMaxHeadDim);
+  if (count == 0) return;
+  const KvLayout l = layout_of(kv);
+  auto* table = static_cast<unsigned char* const*>(
+      stage(kBlockTable, kv.blocks, size_t(blocks_in_view(kv, row + count)) * sizeof(void*)));
+  const float* signs = kv.format.codec == KvFormat::Codec::codebook ? rotation_signs(kv) : nullptr;
+  const int64_t threads = count * heads * 2;
+  kv_read_kernel<<<unsigned((threads + 127) / 128), 128, 0, stream()>>>(l, table, row, count, heads, k.data<float>(),
+                                                                        v.data<float>(), signs);
+  check_launch("kv_read");
+}
+
+void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const AttentionParams& p, Tensor& out) {
+  const int64_t t = q_in.dim(0), heads = q_in.dim(1), d = kv.head_dim();
+  check(d <= kMaxHeadDim, "attention on cuda: head_dim ", d, " above ", kMaxHeadDim);
+  if (t == 0) return;
+  const KvLayout l = layout_of(kv);
+  auto* table = static_cast<unsigned char* const*>(
+      stage(kBlockTable, kv.blocks, size_t(blocks_in_view(kv, kv.length)) * sizeof(void*)));
+  const float* q = q_in.data<float>();
+  const float* signs = nullptr;
+  if (kv.format.codec == KvFormat::Codec::codebook) {
+    // Scores in the rotated space (Rq·Rk = q·k); the output is rotated back.
+    signs = rotation_signs(kv);
+    auto* rq = static_cast<float*>(scratch(kRotatedQ, q_in.nbytes()));
+    check_cuda(cudaMemcpyAsync(rq, q, q_in.nbytes(), cudaMemcpyDeviceToDevice, stream()), "attention: copy q");
+    rotate_rows_kernel<<<unsigned((t * heads + 127) / 128), 128, 0, stream()>>>(rq, t * heads, d, signs, false);
+    check_launch("attention: rotate q");
+    q = rq;
+  }
+  const int64_t threads = t * heads * 32;
+  attention_kernel<<<unsigned((threads + 255) / 256), 256, 0, stream()>>>(
+      l, table, q, t, heads, kv.kv_heads(), p.scale, p.first_position, p.window.value_or(0), out.data<float>());
+  check_launch("attention");
+  if (signs) {
+    rotate_rows_kernel<<<unsigned((t * heads + 127) / 128), 128, 0, stream()>>>(out.data<float>(), t * heads, d, signs,
+                                                                               true);
+    check_launch("attention: rotate the output back");
+  }
+}
+
+}  // namespace fathom::cuda
