@@ -20,11 +20,10 @@ void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
 
 Context::~Context() {
   cudaSetDevice(device);
+  if (stream) cudaStreamSynchronize(stream);
+  if (pinned) cudaFreeHost(pinned);
   if (cublas) cublasDestroy(cublas);
-  if (stream) {
-    cudaStreamSynchronize(stream);
-    cudaStreamDestroy(stream);
-  }
+  if (stream) cudaStreamDestroy(stream);
 }
 
 CudaBackend::CudaBackend(int device) : ctx_(std::make_shared<Context>()) {
@@ -41,6 +40,15 @@ CudaBackend::CudaBackend(int device) : ctx_(std::make_shared<Context>()) {
   check_cublas(cublasSetStream(ctx_->cublas, ctx_->stream), "bind cuBLAS to the stream");
   // f32 matmuls stay f32 (no TF32): results must match the CPU's to 1e-4.
   check_cublas(cublasSetMathMode(ctx_->cublas, CUBLAS_PEDANTIC_MATH), "set cuBLAS math mode");
+  // The stream-ordered pool keeps what it has (by default it hands memory
+  // back to the driver at every synchronization, and each step's scratch
+  // would be mapped again); the memory contract counts what tensors hold.
+  cudaMemPool_t pool = nullptr;
+  check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "get the memory pool");
+  uint64_t keep = UINT64_MAX;
+  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "configure the memory pool");
+  ctx_->pinned_bytes = size_t(16) << 20;
+  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&ctx_->pinned), ctx_->pinned_bytes), "allocate pinned memory");
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, device), "read the device's properties");
   ctx_->name = std::string("cuda:") + std::to_string(device) + "-" + prop.name;
@@ -75,10 +83,28 @@ Tensor CudaBackend::reserve_impl(std::vector<int64_t> shape, DType dtype) {
   return device_tensor(ctx_, std::move(shape), dtype, true);
 }
 
+void CudaBackend::copy_to_device(void* dst, const void* host, size_t bytes) {
+  Context& c = *ctx_;
+  if (bytes == 0) return;
+  if (bytes > c.pinned_bytes / 4) {  // large (weights): a direct copy
+    check_cuda(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, c.stream), "copy to the device");
+    return;
+  }
+  const size_t at = (c.pinned_head + 255) / 256 * 256;
+  if (at + bytes > c.pinned_bytes) {
+    // Wrapping: the copies still reading the ring's start must be done.
+    check_cuda(cudaStreamSynchronize(c.stream), "wait for the stream");
+    c.pinned_head = 0;
+    return copy_to_device(dst, host, bytes);
+  }
+  std::memcpy(c.pinned + at, host, bytes);
+  check_cuda(cudaMemcpyAsync(dst, c.pinned + at, bytes, cudaMemcpyHostToDevice, c.stream), "copy to the device");
+  c.pinned_head = at + bytes;
+}
+
 Tensor CudaBackend::upload_impl(const Tensor& host) {
   Tensor t = empty_impl(host.shape(), host.dtype());
-  if (host.nbytes())
-    check_cuda(cudaMemcpyAsync(t.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, ctx_->stream), "upload");
+  copy_to_device(t.raw(), host.raw(), host.nbytes());
   return t;
 }
 
@@ -107,7 +133,7 @@ void* CudaBackend::scratch(int slot, size_t bytes) {
 
 void* CudaBackend::stage(int slot, const void* host, size_t bytes) {
   void* p = scratch(slot, bytes);
-  if (bytes) check_cuda(cudaMemcpyAsync(p, host, bytes, cudaMemcpyHostToDevice, ctx_->stream), "stage host data");
+  copy_to_device(p, host, bytes);
   return p;
 }
 

@@ -32,6 +32,12 @@ struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   std::string name;
+  // Pinned host memory that small host-to-device copies pass through, used as
+  // a ring: a copy from pageable memory would wait for the stream to drain,
+  // which stops the host from running ahead of the GPU. The stream is
+  // synchronized only when the ring wraps.
+  char* pinned = nullptr;
+  size_t pinned_bytes = 0, pinned_head = 0;
   ~Context();
 };
 
@@ -86,6 +92,8 @@ class CudaBackend final : public Backend {
   // Host data an op needs on the device (ids, rows, weights, a block table):
   // copied into a buffer of its own kind that only grows.
   void* stage(int slot, const void* host, size_t bytes);
+  // dst (device) ← host bytes, through the pinned ring when they fit in it.
+  void copy_to_device(void* dst, const void* host, size_t bytes);
   // Device memory of a tensor-less scratch kind that only grows.
   void* scratch(int slot, size_t bytes);
   // The rotation signs of a codebook view on the device (built once per seed and dim).
@@ -97,6 +105,6 @@ class CudaBackend final : public Backend {
 };
 
 // Slots of CudaBackend::stage / scratch.
-enum Slot : int { kIds, kRows, kWeights, kBlockTable, kRoundedX, kRotatedQ, kHistory };
+enum Slot : int { kIds, kRows, kWeights, kBlockTable, kRoundedX, kRotatedQ, kPartials };
 
 }  // namespace fathom::cuda

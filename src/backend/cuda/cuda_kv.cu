@@ -210,13 +210,17 @@ __global__ void kv_read_kernel(KvLayout l, unsigned char* const* table, int64_t 
   }
 }
 
-// One warp per (query row, head): keys in order with an online softmax; each
-// lane holds d / 32 of the output.
-__global__ void attention_kernel(KvLayout l, unsigned char* const* table, const float* q, int64_t t, int64_t heads,
-                                 int64_t kv_heads, float scale, int64_t q_first, int64_t window, float* out) {
+// Split-KV attention: warp (query row, head, split) runs an online softmax
+// over its split of the keys the row sees (split_len keys from split ·
+// split_len) and writes the partial maximum, sum and weighted values; a
+// second kernel combines the splits. Each lane holds d / 32 of the values.
+__global__ void attention_split_kernel(KvLayout l, unsigned char* const* table, const float* q, int64_t t,
+                                       int64_t heads, int64_t kv_heads, float scale, int64_t q_first, int64_t window,
+                                       int64_t splits, int64_t split_len, float* partial) {
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= t * heads) return;
+  const int64_t split = blockIdx.y;
   const int64_t ti = warp / heads, h = warp % heads, g = h / (heads / kv_heads), d = l.head_dim;
   constexpr int kPer = kMaxHeadDim / 32;
   float qr[kPer], acc[kPer];
@@ -228,8 +232,10 @@ __global__ void attention_kernel(KvLayout l, unsigned char* const* table, const 
   }
   const int64_t pos = q_first + ti;
   const int64_t lo_pos = window > 0 ? max(l.first_position, pos - window + 1) : l.first_position;
+  const int64_t lo = max(lo_pos - l.first_position, split * split_len);
+  const int64_t hi = min(pos - l.first_position, (split + 1) * split_len - 1);
   float m = -INFINITY, sum = 0.0f;
-  for (int64_t j = lo_pos - l.first_position; j <= pos - l.first_position; ++j) {
+  for (int64_t j = lo; j <= hi; ++j) {
     const RowRef ref = row_ref(l, table, j);
     float s = 0.0f;
     for (int c = 0; c < kPer && lane + 32 * c < d; ++c) s += qr[c] * kv_element(l, ref, 0, g, lane + 32 * c);
@@ -241,8 +247,30 @@ __global__ void attention_kernel(KvLayout l, unsigned char* const* table, const 
       acc[c] = acc[c] * correction + p * kv_element(l, ref, 1, g, lane + 32 * c);
     m = m_new;
   }
-  float* orow = out + warp * d;
-  for (int c = 0; c < kPer && lane + 32 * c < d; ++c) orow[lane + 32 * c] = acc[c] / sum;
+  float* out = partial + (warp * splits + split) * (d + 2);
+  for (int c = 0; c < kPer && lane + 32 * c < d; ++c) out[2 + lane + 32 * c] = acc[c];
+  if (lane == 0) {
+    out[0] = m;  // −inf: this split saw no key
+    out[1] = sum;
+  }
+}
+
+__global__ void attention_combine_kernel(const float* partial, int64_t rows, int64_t splits, int64_t d, float* out) {
+  const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= rows) return;
+  const float* p = partial + warp * splits * (d + 2);
+  float m = -INFINITY;
+  for (int64_t s = 0; s < splits; ++s) m = fmaxf(m, p[s * (d + 2)]);
+  float sum = 0.0f;
+  for (int64_t s = 0; s < splits; ++s)
+    if (p[s * (d + 2)] > -INFINITY) sum += p[s * (d + 2) + 1] * expf(p[s * (d + 2)] - m);
+  for (int64_t i = lane; i < d; i += 32) {
+    float acc = 0.0f;
+    for (int64_t s = 0; s < splits; ++s)
+      if (p[s * (d + 2)] > -INFINITY) acc += p[s * (d + 2) + 2 + i] * expf(p[s * (d + 2)] - m);
+    out[warp * d + i] = acc / sum;
+  }
 }
 
 int64_t blocks_in_view(const KvView& kv, int64_t rows) {
@@ -308,10 +336,21 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
     check_launch("attention: rotate q");
     q = rq;
   }
-  const int64_t threads = t * heads * 32;
-  attention_kernel<<<unsigned((threads + 255) / 256), 256, 0, stream()>>>(
-      l, table, q, t, heads, kv.kv_heads(), p.scale, p.first_position, p.window.value_or(0), out.data<float>());
+  // Keys split so that decode (one query row) still fills the GPU; the
+  // partials are capped at kMaxPartialWarps (query rows × heads × splits).
+  constexpr int64_t kSplitKeys = 64, kMaxPartialWarps = int64_t(1) << 18;
+  const int64_t rows = t * heads;
+  const int64_t splits = std::clamp<int64_t>((kv.length + kSplitKeys - 1) / kSplitKeys, 1,
+                                             std::max<int64_t>(1, kMaxPartialWarps / rows));
+  const int64_t split_len = (kv.length + splits - 1) / splits;
+  auto* partial = static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float)));
+  const dim3 grid(unsigned((rows * 32 + 255) / 256), unsigned(splits));
+  attention_split_kernel<<<grid, 256, 0, stream()>>>(l, table, q, t, heads, kv.kv_heads(), p.scale, p.first_position,
+                                                     p.window.value_or(0), splits, split_len, partial);
   check_launch("attention");
+  attention_combine_kernel<<<unsigned((rows * 32 + 255) / 256), 256, 0, stream()>>>(partial, rows, splits, d,
+                                                                                   out.data<float>());
+  check_launch("attention: combine the splits");
   if (signs) {
     rotate_rows_kernel<<<unsigned((t * heads + 127) / 128), 128, 0, stream()>>>(out.data<float>(), t * heads, d, signs,
                                                                                true);
