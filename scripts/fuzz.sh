@@ -47,7 +47,7 @@ if [ "$build" = 1 ]; then
     libcli11-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev
   if [ ! -f "$build_dir/build.ninja" ]; then
     CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DFATHOM_FUZZ=ON -DFATHOM_BUILD_TESTS=OFF >/dev/null
+      -DFATHOM_FUZZ=ON -DFATHOM_BUILD_TESTS=OFF -DFATHOM_CUDA=OFF >/dev/null
   fi
   start=$SECONDS
   ninja -C "$build_dir" -j"${FUZZ_BUILD_JOBS:-$(nproc)}" "${targets[@]}"

@@ -44,3 +44,13 @@ fields() { tr -d ' \n' | grep -o '"\(backend\|decode_tok_s\|prefill_tok_s\|weigh
   done
   echo "transformers: $(python3 scripts/hf_generate_speed.py /tmp/model --prompt-tokens 512 --gen-tokens 64 2>/dev/null)"
 } | tee "$out/speed.log"
+
+# PROFILE=1: GPU time per kernel over two decode steps (after a few warm ones),
+# to compare with the step's wall time (the rest is the host's).
+if [ "${PROFILE:-0}" = 1 ]; then
+  echo "== decode kernels (ncu, 2 steps)"
+  ncu --clock-control none --print-summary per-kernel --launch-skip 3000 --launch-count 1300 \
+    "$bin/fathom" bench --model /tmp/model --device cuda --dtype bf16 --prompt-tokens 512 --gen-tokens 12 \
+    --synthetic-context > "$out/profile.log" 2>&1
+  grep -E "^  [^ ].*\(|gpu__time_duration.sum|Duration" "$out/profile.log" | head -80
+fi

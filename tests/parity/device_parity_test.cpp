@@ -90,8 +90,21 @@ TEST_P(DeviceParity, DecodeStepsMatchTheCpuAndPickTheSameTokens) {
   auto cpu_state = cpu->new_state(64), device_state = device->new_state(64);
   std::vector<int32_t> ids = testing::random_ids(13, vocab, rng);
   Tensor want = cpu->forward(ids, *cpu_state, false), got = device->forward(ids, *device_state, false);
+  // In bf16, a mixture of experts may route one token differently on the two
+  // backends (a near tie between experts decided by rounding): such a step
+  // moves the logits by far more than rounding. Two of ten steps may, within
+  // ten times the bound; every other model and dtype holds every step.
+  const bool routed = GetParam().dtype == ComputeDType::bf16 && cpu->config().num_experts > 0;
+  int loose_steps = 0;
   for (int step = 0; step < 10; ++step) {
-    expect_rows_close(got, want, tolerance(), "step " + std::to_string(step));
+    const double error = relative_error(got.data<float>(), want.data<float>(), vocab);
+    if (routed && error >= tolerance()) {
+      ++loose_steps;
+      EXPECT_LT(error, 10 * tolerance()) << "step " << step;
+      EXPECT_LE(loose_steps, 2) << "step " << step << ": too many steps beyond " << tolerance();
+    } else {
+      EXPECT_LT(error, tolerance()) << "step " << step;
+    }
     // Greedy choices agree wherever the CPU's top two are not a near tie.
     std::vector<float> row(want.data<float>(), want.data<float>() + vocab);
     const int32_t pick = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
