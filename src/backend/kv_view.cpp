@@ -1,5 +1,7 @@
 #include "backend/kv_view.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace fathom {

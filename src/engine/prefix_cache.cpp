@@ -24,10 +24,13 @@ std::optional<HeldSequence> PrefixCache::lookup(const std::vector<int32_t>& prom
   Entry* best = nullptr;
   size_t best_prefix = 0;
   for (Entry& entry : entries_) {
+    // A fork holds the entry's every token, so an entry longer than the
+    // request's capacity cannot serve it; a shorter one with less in common still can.
+    if (int64_t(entry.sequence.tokens.size()) > capacity) continue;
     const size_t prefix = usable_prefix(entry, prompt);
     if (prefix > best_prefix) best = &entry, best_prefix = prefix;
   }
-  if (!best || capacity < int64_t(best->sequence.tokens.size())) return std::nullopt;
+  if (!best) return std::nullopt;
   best->used = clock_;
   HeldSequence fork;
   fork.state = best->sequence.state->fork(capacity);

@@ -150,5 +150,38 @@ TEST(PrefixCache, StaysWithinItsBytesDroppingTheLeastRecentlyUsed) {
   EXPECT_EQ(tiny.entries(), 0) << "a sequence larger than the cache is not kept";
 }
 
+TEST(PrefixCache, AnEntryLongerThanTheRequestGivesWayToAShorterOne) {
+  // The longest shared prefix sits in an entry holding more tokens than the
+  // request may: the lookup forks the next-best entry instead of none.
+  auto model = testing::load_fixture("qwen3_untied_4layer");
+  std::mt19937 rng(std::random_device{}());
+  const auto prompt = testing::random_ids(30, model->config().vocab_size, rng);
+  auto held = [&](const std::vector<int32_t>& tokens) {
+    HeldSequence s;
+    s.tokens = tokens;
+    s.state = model->new_state(int64_t(tokens.size()));
+    model->forward(s.tokens, *s.state, false);
+    return s;
+  };
+  std::vector<int32_t> long_one(prompt.begin(), prompt.begin() + 25);  // shares 25 tokens, holds 60
+  const auto tail = testing::random_ids(35, model->config().vocab_size, rng);
+  long_one.insert(long_one.end(), tail.begin(), tail.end());
+  // Shares 10 tokens, holds 15 (it goes its own way after them, so the long
+  // entry does not extend it and both stay).
+  std::vector<int32_t> short_one(prompt.begin(), prompt.begin() + 10);
+  for (int32_t id : testing::random_ids(5, model->config().vocab_size, rng)) short_one.push_back(id);
+  short_one[10] = prompt[10] + 1 < model->config().vocab_size ? prompt[10] + 1 : 0;
+  PrefixCache cache(int64_t(1) << 30);
+  cache.insert(held(short_one));
+  cache.insert(held(long_one));
+  ASSERT_EQ(cache.entries(), 2);
+  auto fork = cache.lookup(prompt, 40);
+  ASSERT_TRUE(fork);
+  EXPECT_EQ(fork->tokens, short_one);
+  fork = cache.lookup(prompt, 64);
+  ASSERT_TRUE(fork);
+  EXPECT_EQ(fork->tokens, long_one) << "with room for it, the longer shared prefix wins";
+}
+
 }  // namespace
 }  // namespace fathom

@@ -255,6 +255,103 @@ __global__ void attention_split_kernel(KvLayout l, unsigned char* const* table, 
   }
 }
 
+// The same partials from tiles: a block takes up to kTileQueries queries of one
+// kv group (query rows × the group's heads) and walks its split of the keys
+// kTileKeys at a time, each key tile widened once into shared memory for all
+// its queries (the warp kernel widens every key once per query head and
+// reads it from memory once per query row).
+constexpr int kTileQueries = 16, kTileKeys = 32, kTiledMaxHeadDim = 128, kTiledThreads = 128;
+
+__global__ void __launch_bounds__(kTiledThreads)
+attention_tiled_kernel(KvLayout l, unsigned char* const* table, const float* q, int64_t t, int64_t heads,
+                       int64_t kv_heads, float scale, int64_t q_first, int64_t window, int64_t splits,
+                       int64_t split_len, float* partial) {
+  __shared__ float qs[kTileQueries][kTiledMaxHeadDim];
+  __shared__ float ks[kTileKeys][kTiledMaxHeadDim + 1];
+  __shared__ float vs[kTileKeys][kTiledMaxHeadDim];
+  __shared__ float sc[kTileQueries][kTileKeys];
+  __shared__ float m_s[kTileQueries], l_s[kTileQueries], corr_s[kTileQueries];
+  const int tid = threadIdx.x;
+  const int64_t group = heads / kv_heads, rows_per_tile = kTileQueries / group, d = l.head_dim;
+  const int64_t t0 = blockIdx.x * rows_per_tile, t1 = min(t, t0 + rows_per_tile);
+  const int64_t g = blockIdx.y, split = blockIdx.z;
+  const int nq = int((t1 - t0) * group);
+  // Query qi is row t0 + qi / group, head g · group + qi % group.
+  for (int64_t e = tid; e < int64_t(nq) * d; e += kTiledThreads) {
+    const int64_t qi = e / d, i = e % d;
+    qs[qi][i] = q[((t0 + qi / group) * heads + g * group + qi % group) * d + i] * scale;
+  }
+  if (tid < kTileQueries) m_s[tid] = -INFINITY, l_s[tid] = 0.0f;
+  // Each thread owns the accumulators e = tid + kTiledThreads · k of [nq, d].
+  constexpr int kOwned = kTileQueries * kTiledMaxHeadDim / kTiledThreads;
+  float acc[kOwned];
+  for (int k = 0; k < kOwned; ++k) acc[k] = 0.0f;
+  // Keys any row of the tile sees, within this split.
+  const int64_t last_pos = q_first + t1 - 1, first_pos = q_first + t0;
+  const int64_t lo_pos = window > 0 ? max(l.first_position, first_pos - window + 1) : l.first_position;
+  const int64_t lo = max(lo_pos - l.first_position, split * split_len);
+  const int64_t hi = min(last_pos - l.first_position, (split + 1) * split_len - 1);
+  __syncthreads();
+  for (int64_t k0 = lo; k0 <= hi; k0 += kTileKeys) {
+    const int64_t n = min(int64_t(kTileKeys), hi - k0 + 1);
+    for (int64_t e = tid; e < n * d; e += kTiledThreads) {
+      const int64_t j = e / d, i = e % d;
+      const RowRef ref = row_ref(l, table, k0 + j);
+      ks[j][i] = kv_element(l, ref, 0, g, i);
+      vs[j][i] = kv_element(l, ref, 1, g, i);
+    }
+    __syncthreads();
+    for (int e = tid; e < nq * kTileKeys; e += kTiledThreads) {
+      const int qi = e / kTileKeys, j = e % kTileKeys;
+      const int64_t pos = q_first + t0 + qi / group, key = l.first_position + k0 + j;
+      const bool visible = j < n && key <= pos && (window <= 0 || key > pos - window);
+      float s = -INFINITY;
+      if (visible) {
+        s = 0.0f;
+        for (int64_t i = 0; i < d; ++i) s += qs[qi][i] * ks[j][i];
+      }
+      sc[qi][j] = s;
+    }
+    __syncthreads();
+    if (tid < nq) {
+      float mx = m_s[tid];
+      for (int j = 0; j < kTileKeys; ++j) mx = fmaxf(mx, sc[tid][j]);
+      float corr = 1.0f, sum = 0.0f;
+      if (mx > -INFINITY) {
+        corr = expf(m_s[tid] - mx);  // 0 while nothing was seen yet
+        for (int j = 0; j < kTileKeys; ++j) sum += sc[tid][j] = expf(sc[tid][j] - mx);
+        m_s[tid] = mx;
+      } else {
+        for (int j = 0; j < kTileKeys; ++j) sc[tid][j] = 0.0f;
+      }
+      l_s[tid] = l_s[tid] * corr + sum;
+      corr_s[tid] = corr;
+    }
+    __syncthreads();
+    for (int k = 0; k < kOwned; ++k) {
+      const int64_t e = tid + int64_t(kTiledThreads) * k;
+      if (e >= int64_t(nq) * d) break;
+      const int64_t qi = e / d, i = e % d;
+      float a = acc[k] * corr_s[qi];
+      for (int64_t j = 0; j < n; ++j) a += sc[qi][j] * vs[j][i];
+      acc[k] = a;
+    }
+    __syncthreads();
+  }
+  for (int k = 0; k < kOwned; ++k) {
+    const int64_t e = tid + int64_t(kTiledThreads) * k;
+    if (e >= int64_t(nq) * d) break;
+    const int64_t qi = e / d, i = e % d;
+    const int64_t row = (t0 + qi / group) * heads + g * group + qi % group;
+    partial[(row * splits + split) * (d + 2) + 2 + i] = acc[k];
+  }
+  if (tid < nq) {
+    const int64_t row = (t0 + tid / group) * heads + g * group + tid % group;
+    partial[(row * splits + split) * (d + 2)] = m_s[tid];  // −inf: this split saw no key
+    partial[(row * splits + split) * (d + 2) + 1] = l_s[tid];
+  }
+}
+
 __global__ void attention_combine_kernel(const float* partial, int64_t rows, int64_t splits, int64_t d, float* out) {
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -338,15 +435,26 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
   }
   // Keys split so that decode (one query row) still fills the GPU; the
   // partials are capped at kMaxPartialWarps (query rows × heads × splits).
-  constexpr int64_t kSplitKeys = 64, kMaxPartialWarps = int64_t(1) << 18;
-  const int64_t rows = t * heads;
-  const int64_t splits = std::clamp<int64_t>((kv.length + kSplitKeys - 1) / kSplitKeys, 1,
+  constexpr int64_t kMaxPartialWarps = int64_t(1) << 18;
+  const int64_t rows = t * heads, group = heads / kv.kv_heads();
+  const bool tiled = d <= kTiledMaxHeadDim && group <= kTileQueries;
+  const int64_t split_keys = tiled ? 256 : 64;
+  const int64_t splits = std::clamp<int64_t>((kv.length + split_keys - 1) / split_keys, 1,
                                              std::max<int64_t>(1, kMaxPartialWarps / rows));
   const int64_t split_len = (kv.length + splits - 1) / splits;
   auto* partial = static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float)));
-  const dim3 grid(unsigned((rows * 32 + 255) / 256), unsigned(splits));
-  attention_split_kernel<<<grid, 256, 0, stream()>>>(l, table, q, t, heads, kv.kv_heads(), p.scale, p.first_position,
-                                                     p.window.value_or(0), splits, split_len, partial);
+  if (tiled) {
+    const int64_t rows_per_tile = kTileQueries / group;
+    const dim3 grid(unsigned((t + rows_per_tile - 1) / rows_per_tile), unsigned(kv.kv_heads()), unsigned(splits));
+    attention_tiled_kernel<<<grid, kTiledThreads, 0, stream()>>>(l, table, q, t, heads, kv.kv_heads(), p.scale,
+                                                                 p.first_position, p.window.value_or(0), splits,
+                                                                 split_len, partial);
+  } else {
+    const dim3 grid(unsigned((rows * 32 + 255) / 256), unsigned(splits));
+    attention_split_kernel<<<grid, 256, 0, stream()>>>(l, table, q, t, heads, kv.kv_heads(), p.scale,
+                                                       p.first_position, p.window.value_or(0), splits, split_len,
+                                                       partial);
+  }
   check_launch("attention");
   attention_combine_kernel<<<unsigned((rows * 32 + 255) / 256), 256, 0, stream()>>>(partial, rows, splits, d,
                                                                                    out.data<float>());
