@@ -20,6 +20,7 @@ add_library(fathom_server STATIC
   src/server/openai_routes.cpp
   src/server/anthropic_routes.cpp
   src/server/status_route.cpp
+  src/server/token_routes.cpp
   src/server/http_server.cpp
 )
 target_include_directories(fathom_server PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../src)

@@ -45,27 +45,26 @@ void Backend::fill(Tensor& x, float value) {
   fill_impl(x, value);
 }
 
-void Backend::kv_write(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) {
+namespace {
+// k, v [count, kv_heads, head_dim] f32 for rows [row, row + count) of the view.
+void check_kv_rows(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v, const char* op) {
   const KvFormat& f = kv.format;
-  expect_f32(k, "kv_write", "k");
-  expect_f32(v, "kv_write", "v");
-  check(k.rank() == 3 && k.shape() == v.shape() && k.dim(1) == f.kv_heads && k.dim(2) == f.head_dim,
-        "kv_write: k ", k.shape_string(), " v ", v.shape_string(), " do not fit ", f.kv_heads, " heads of ",
-        f.head_dim);
-  check(row >= 0 && row + k.dim(0) <= kv.length, "kv_write: rows [", row, ", ", row + k.dim(0), ") outside the view's ",
+  expect_f32(k, op, "k");
+  expect_f32(v, op, "v");
+  check(k.rank() == 3 && k.shape() == v.shape() && k.dim(1) == f.kv_heads && k.dim(2) == f.head_dim, op, ": k ",
+        k.shape_string(), " v ", v.shape_string(), " do not fit ", f.kv_heads, " heads of ", f.head_dim);
+  check(row >= 0 && row + k.dim(0) <= kv.length, op, ": rows [", row, ", ", row + k.dim(0), ") outside the view's ",
         kv.length);
+}
+}  // namespace
+
+void Backend::kv_write(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) {
+  check_kv_rows(kv, row, k, v, "kv_write");
   kv_write_impl(kv, row, k, v);
 }
 
 void Backend::kv_read(const KvView& kv, int64_t row, Tensor& k, Tensor& v) {
-  const KvFormat& f = kv.format;
-  expect_f32(k, "kv_read", "k");
-  expect_f32(v, "kv_read", "v");
-  check(k.rank() == 3 && k.shape() == v.shape() && k.dim(1) == f.kv_heads && k.dim(2) == f.head_dim,
-        "kv_read: k ", k.shape_string(), " v ", v.shape_string(), " do not fit ", f.kv_heads, " heads of ",
-        f.head_dim);
-  check(row >= 0 && row + k.dim(0) <= kv.length, "kv_read: rows [", row, ", ", row + k.dim(0), ") outside the view's ",
-        kv.length);
+  check_kv_rows(kv, row, k, v, "kv_read");
   kv_read_impl(kv, row, k, v);
 }
 

@@ -90,7 +90,7 @@ class MessagesStream final : public SseFormatter {
     }
     if (open_.empty()) out += text("");  // every message has at least one block
     out += close_block();
-    ojson stop_sequence = nullptr;
+    const ojson stop_sequence = s.stopped_by_string() ? ojson(s.stop_sequence()) : ojson(nullptr);
     out += sse_event("message_delta", {{"type", "message_delta"},
                                        {"delta", {{"stop_reason", stop_reason_of(s, tool_use)}, {"stop_sequence", stop_sequence}}},
                                        {"usage", usage_of(s)}});
@@ -163,7 +163,7 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
                   {"model", ctx.options.served_model_name},
                   {"content", content},
                   {"stop_reason", stop_reason_of(*session, tool_use)},
-                  {"stop_sequence", nullptr},
+                  {"stop_sequence", session->stopped_by_string() ? ojson(session->stop_sequence()) : ojson(nullptr)},
                   {"usage", usage_of(*session)}};
     return dump_json(body);
   });

@@ -24,7 +24,7 @@ void GenerationSession::finish(Delta& out) {
   if (!stopped_by_string_) {
     const auto step = stops_.push(detokenizer_.flush());
     emit(step.emit, out);
-    if (step.stopped) stopped_by_string_ = true;
+    if (step.stopped) stopped_by_string_ = true, stop_sequence_ = step.matched;
     else emit(stops_.flush(), out);
   }
   if (reasoning_) {
@@ -68,9 +68,12 @@ bool GenerationSession::step(Delta& out, std::chrono::milliseconds wait) {
   ++completion_tokens_;
   const auto step = stops_.push(detokenizer_.push(event.id));
   out.tokens.push_back(std::move(event));
+  const bool was_reasoning = reasoning_ && reasoning_->in_reasoning();
   emit(step.emit, out);
+  if (was_reasoning || (reasoning_ && reasoning_->in_reasoning())) ++reasoning_tokens_;
   if (step.stopped) {
     stopped_by_string_ = true;
+    stop_sequence_ = step.matched;
     finish(out);
     return true;
   }

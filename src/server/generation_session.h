@@ -46,6 +46,10 @@ class GenerationSession {
   std::optional<ApiError> failure() const;
   int64_t prompt_tokens() const { return int64_t(job_->spec.prompt.size()); }
   int64_t completion_tokens() const { return completion_tokens_; }
+  // Completion tokens generated inside the reasoning block (its tags included).
+  int64_t reasoning_tokens() const { return reasoning_tokens_; }
+  // The stop string that ended the answer, when one did.
+  const std::string& stop_sequence() const { return stop_sequence_; }
   // Prompt tokens the prefix cache gave (known once the job has started).
   int64_t cached_tokens() const { return job_->cached_tokens; }
 
@@ -57,9 +61,9 @@ class GenerationSession {
   IncrementalDetokenizer detokenizer_;
   StopStringMatcher stops_;
   std::optional<ReasoningSplitter> reasoning_;
-  int64_t completion_tokens_ = 0;
+  int64_t completion_tokens_ = 0, reasoning_tokens_ = 0;
   bool done_ = false, stopped_by_string_ = false;
-  std::string finish_reason_, error_;
+  std::string finish_reason_, error_, stop_sequence_;
 };
 
 }  // namespace fathom::server

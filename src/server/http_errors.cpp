@@ -1,5 +1,7 @@
 #include "server/http_errors.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "server/sse.h"
 
@@ -38,9 +40,22 @@ ojson error_body(const ApiError& e, ApiStyle style) {
   return body;
 }
 
+namespace {
+// The id a response carries (OpenAI: x-request-id; Anthropic: request-id): the
+// client's own x-request-id when it sent a plain one, so logs on both sides
+// meet, else a fresh one.
+std::string request_id_for(const httplib::Request& req) {
+  const std::string given = req.get_header_value("x-request-id");
+  const bool plain = !given.empty() && given.size() <= 128 &&
+                     std::all_of(given.begin(), given.end(), [](char c) { return c > ' ' && c < 127; });
+  return plain ? given : random_id("req_");
+}
+}  // namespace
+
 httplib::Server::Handler guarded(ServerContext& ctx, std::string route, ApiStyle style, RouteHandler handler) {
   return [&ctx, route = std::move(route), style, handler = std::move(handler)](const httplib::Request& req,
                                                                                httplib::Response& res) {
+    res.set_header(style == ApiStyle::anthropic ? "request-id" : "x-request-id", request_id_for(req));
     try {
       if (req.body.size() > ctx.options.max_body_bytes)
         throw ApiError(413,

@@ -17,6 +17,7 @@
 #include "server/openai_routes.h"
 #include "server/sse.h"
 #include "server/status_route.h"
+#include "server/token_routes.h"
 #include "server/webui/webui_routes.h"
 
 namespace fathom::server {
@@ -123,6 +124,7 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
   add_status_route(http, ctx);
   add_openai_routes(http, ctx);
   add_anthropic_routes(http, ctx);
+  add_token_routes(http, ctx);
   if (ctx.options.webui) add_webui_routes(http);
 
   int port = ctx.options.port;

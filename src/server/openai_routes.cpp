@@ -18,6 +18,7 @@ ojson usage_of(const GenerationSession& s) {
   return {{"prompt_tokens", s.prompt_tokens()},
           {"prompt_tokens_details", {{"cached_tokens", s.cached_tokens()}}},
           {"completion_tokens", s.completion_tokens()},
+          {"completion_tokens_details", {{"reasoning_tokens", s.reasoning_tokens()}}},
           {"total_tokens", s.prompt_tokens() + s.completion_tokens()}};
 }
 
@@ -116,7 +117,11 @@ class ChatStream final : public SseFormatter {
 
  private:
   ojson base() const {
-    return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", ctx_.options.served_model_name}};
+    return {{"id", id_},
+            {"object", "chat.completion.chunk"},
+            {"created", created_},
+            {"model", ctx_.options.served_model_name},
+            {"system_fingerprint", ctx_.system_fingerprint}};
   }
   std::string chunk(ojson delta, ojson finish_reason, ojson logprobs = nullptr) {
     ojson c = base();
@@ -143,7 +148,7 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
                                                      prompt.starts_in_reasoning);
   if (request.gen.stream) return stream_session(res, session, std::make_shared<ChatStream>(ctx, request));
   respond_when_done(res, *session, [&ctx, &request, &session](Delta& all) {
-    ojson message = {{"role", "assistant"}, {"content", all.content}};
+    ojson message = {{"role", "assistant"}, {"content", all.content}, {"refusal", nullptr}};
     if (!all.reasoning.empty()) message["reasoning_content"] = all.reasoning;
     bool called = false;
     if (request.tools_enabled && ctx.tool_format != ToolCallFormat::none) {
@@ -158,6 +163,7 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
                   {"object", "chat.completion"},
                   {"created", unix_time()},
                   {"model", ctx.options.served_model_name},
+                  {"system_fingerprint", ctx.system_fingerprint},
                   {"choices", ojson::array({{{"index", 0},
                                              {"message", message},
                                              {"logprobs", request.gen.top_logprobs >= 0 ? chat_logprobs(ctx, all.tokens)
@@ -243,21 +249,38 @@ void add_openai_routes(httplib::Server& http, ServerContext& ctx) {
             guarded(ctx, "/v1/completions", ApiStyle::openai,
                     [&ctx](const httplib::Request& req, httplib::Response& res) { completions(ctx, req, res); }));
   auto model_json = [&ctx] {
-    return ojson{{"id", ctx.options.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "fathom"},
-                 {"context_length", ctx.context_length}};
+    return ojson{{"id", ctx.options.served_model_name}, {"object", "model"}, {"created", ctx.started_at},
+                 {"owned_by", "fathom"}, {"context_length", ctx.context_length}};
+  };
+  // Anthropic's clients send anthropic-version and read its own shape of the list.
+  auto anthropic_model_json = [&ctx] {
+    return ojson{{"type", "model"},
+                 {"id", ctx.options.served_model_name},
+                 {"display_name", ctx.options.served_model_name},
+                 {"created_at", rfc3339(ctx.started_at)}};
   };
   http.Get("/v1/models", guarded(ctx, "/v1/models", ApiStyle::openai,
-                                 [model_json](const httplib::Request&, httplib::Response& res) {
-                                   res.set_content(dump_json({{"object", "list"}, {"data", ojson::array({model_json()})}}),
-                                                   "application/json");
+                                 [&ctx, model_json, anthropic_model_json](const httplib::Request& req,
+                                                                          httplib::Response& res) {
+                                   ojson body;
+                                   if (req.has_header("anthropic-version"))
+                                     body = {{"data", ojson::array({anthropic_model_json()})},
+                                             {"has_more", false},
+                                             {"first_id", ctx.options.served_model_name},
+                                             {"last_id", ctx.options.served_model_name}};
+                                   else
+                                     body = {{"object", "list"}, {"data", ojson::array({model_json()})}};
+                                   res.set_content(dump_json(body), "application/json");
                                  }));
   http.Get(R"(/v1/models/(.+))",
            guarded(ctx, "/v1/models/{id}", ApiStyle::openai,
-                   [&ctx, model_json](const httplib::Request& req, httplib::Response& res) {
+                   [&ctx, model_json, anthropic_model_json](const httplib::Request& req, httplib::Response& res) {
                      if (req.matches[1] != ctx.options.served_model_name)
                        throw ApiError(404, "The model '" + std::string(req.matches[1]) + "' does not exist", "model",
                                       "invalid_request_error", "model_not_found");
-                     res.set_content(dump_json(model_json()), "application/json");
+                     res.set_content(dump_json(req.has_header("anthropic-version") ? anthropic_model_json()
+                                                                                    : model_json()),
+                                     "application/json");
                    }));
 }
 

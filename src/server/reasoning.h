@@ -16,6 +16,8 @@ class ReasoningSplitter {
   };
   Parts push(std::string_view text);
   Parts flush();
+  // Inside the reasoning block (its opening tag seen or implied, not yet closed).
+  bool in_reasoning() const { return mode_ == Mode::reasoning; }
 
  private:
   enum class Mode { undecided, reasoning, content };

@@ -403,4 +403,43 @@ ChatRequest parse_messages_request(const ojson& body) {
   return r;
 }
 
+TokenizeRequest parse_tokenize_request(const ojson& body) {
+  if (!body.is_object()) bad("", "the request body must be a JSON object");
+  TokenizeRequest r;
+  const int forms = int(field(body, "content") != nullptr) + int(field(body, "prompt") != nullptr) +
+                    int(field(body, "messages") != nullptr);
+  if (forms != 1) bad("content", "give exactly one of 'content', 'prompt' or 'messages'");
+  if (field(body, "messages")) {
+    r.chat = parse_chat_request(body);
+  } else if (field(body, "content")) {
+    r.text = text_field(body, "content", "content");
+    r.add_special_tokens = boolean(body, "add_special", false);
+  } else {
+    r.text = text_field(body, "prompt", "prompt");
+    r.add_special_tokens = boolean(body, "add_special_tokens", true);
+  }
+  return r;
+}
+
+std::vector<int32_t> parse_detokenize_request(const ojson& body, int64_t vocab) {
+  if (!body.is_object()) bad("", "the request body must be a JSON object");
+  const ojson* tokens = field(body, "tokens");
+  if (!tokens || !tokens->is_array()) bad("tokens", "'tokens' must be an array of token ids");
+  std::vector<int32_t> ids;
+  ids.reserve(tokens->size());
+  for (const ojson& t : *tokens) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
+      bad("tokens", "'tokens' holds " + t.dump() + ", not a token id in [0, " + std::to_string(vocab) + ")");
+    ids.push_back(int32_t(t.get<int64_t>()));
+  }
+  return ids;
+}
+
+ChatRequest parse_count_tokens_request(const ojson& body) {
+  if (!body.is_object()) bad("", "the request body must be a JSON object");
+  ojson with_limit = body;
+  if (!field(body, "max_tokens")) with_limit["max_tokens"] = 1;  // counting generates nothing
+  return parse_messages_request(with_limit);
+}
+
 }  // namespace fathom::server

@@ -78,4 +78,19 @@ CompletionRequest parse_completion_request(const ojson& body);
 // tool_result), tools with input_schema, max_tokens (required), stop_sequences.
 ChatRequest parse_messages_request(const ojson& body);
 
+// POST /tokenize, in the forms llama.cpp's and vLLM's servers take:
+// {"content": text, "add_special": bool = false} (llama.cpp),
+// {"prompt": text, "add_special_tokens": bool = true} (vLLM), or
+// {"messages": [...]} rendered through the chat template with the generation prompt (vLLM).
+struct TokenizeRequest {
+  std::string text;
+  bool add_special_tokens = false;
+  std::optional<ChatRequest> chat;  // set for the messages form
+};
+TokenizeRequest parse_tokenize_request(const ojson& body);
+// POST /detokenize: {"tokens": [ids]}; every id must be in [0, vocab).
+std::vector<int32_t> parse_detokenize_request(const ojson& body, int64_t vocab);
+// POST /v1/messages/count_tokens: a Messages request without max_tokens.
+ChatRequest parse_count_tokens_request(const ojson& body);
+
 }  // namespace fathom::server

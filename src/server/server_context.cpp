@@ -2,11 +2,26 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <random>
 
 #include "server/reasoning.h"
 
 namespace fathom::server {
+
+namespace {
+std::string fingerprint_of(const Model& model, const ServerOptions& options) {
+  const std::string what = options.served_model_name + "|" + compute_dtype_name(model.compute_dtype()) + "|" +
+                           model.kv_scheme().cache_key() + "|" + model.backend_name();
+  // FNV-1a: stable across runs and builds, unlike std::hash.
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : what) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("fp_") + std::string(hex, 10);
+}
+}  // namespace
 
 ServerContext::ServerContext(const Model& model, const MemoryContract& contract, const PrefillPolicy& policy,
                              MemoryAdmission& admission, Tokenizer tokenizer, ChatTemplate chat_template,
@@ -25,6 +40,8 @@ ServerContext::ServerContext(const Model& model, const MemoryContract& contract,
       context_length(admission.longest_sequence(window)),
       has_thinking(template_has_thinking(this->chat_template.source())),
       tool_format(detect_tool_call_format(this->chat_template.source())),
+      started_at(unix_time()),
+      system_fingerprint(fingerprint_of(model, this->options)),
       worker(model, policy, admission, metrics, this->options.max_queued, speculation, this->options.max_running,
              this->options.prefix_cache_bytes) {}
 
@@ -33,6 +50,13 @@ Clock::time_point request_deadline(const ServerContext& ctx) {
 }
 
 PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& request, Clock::time_point deadline) {
+  // A template that never reads `tools` would drop them without a word, and
+  // the model would answer as if it had none.
+  if (request.tools_enabled && ctx.chat_template.source().find("tools") == std::string::npos)
+    throw ApiError(400,
+                   "this model's chat template cannot render tools, so the model cannot call them; send the request "
+                   "without tools (or with tool_choice \"none\")",
+                   "tools", "invalid_request_error", "tools_not_supported");
   std::string rendered;
   try {
     jinja::RenderOptions options;
@@ -112,6 +136,15 @@ std::string random_id(const std::string& prefix) {
   std::string id = prefix;
   for (int i = 0; i < 24; ++i) id += hex[rng() % 16];
   return id;
+}
+
+std::string rfc3339(int64_t unix_seconds) {
+  const std::time_t t = std::time_t(unix_seconds);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char out[32];
+  std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return out;
 }
 
 int64_t unix_time() {

@@ -55,6 +55,11 @@ struct ServerContext {
   const int64_t context_length;
   const bool has_thinking;
   const ToolCallFormat tool_format;
+  // When the server started (the models' "created"), and what identifies its
+  // configuration in answers (OpenAI's system_fingerprint: the model, the
+  // compute dtype, the KV scheme and the backend).
+  const int64_t started_at;
+  const std::string system_fingerprint;
   Metrics metrics;
   EngineWorker worker;  // last: its thread starts once everything above exists
 };
@@ -80,5 +85,7 @@ void submit_job(ServerContext& ctx, const std::shared_ptr<Job>& job);
 // A fresh id such as "chatcmpl-3f9a…".
 std::string random_id(const std::string& prefix);
 int64_t unix_time();
+// "2026-12-01T05:29:22Z" for a unix time.
+std::string rfc3339(int64_t unix_seconds);
 
 }  // namespace fathom::server

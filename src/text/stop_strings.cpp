@@ -16,7 +16,10 @@ StopStringMatcher::Step StopStringMatcher::push(std::string_view piece) {
   pending_ += piece;
   // The earliest complete stop string wins.
   size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, pending_.find(s));
+  for (const auto& s : stops_) {
+    const size_t at = pending_.find(s);
+    if (at < first) first = at, step.matched = s;
+  }
   if (first != std::string::npos) {
     step.emit = pending_.substr(0, first);
     step.stopped = stopped_ = true;

@@ -15,6 +15,7 @@ class StopStringMatcher {
   struct Step {
     std::string emit;      // text that is now safe to send
     bool stopped = false;  // a stop string was found; emit ends right before it
+    std::string matched;   // which one (the first listed, when several end at the same place)
   };
   // Feeds the next piece of generated text.
   Step push(std::string_view piece);

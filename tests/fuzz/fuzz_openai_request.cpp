@@ -1,5 +1,5 @@
-// OpenAI request bodies: parse_body, then both parse_chat_request and
-// parse_completion_request on every body. Only ApiError may come out, and what
+// OpenAI request bodies: parse_body, then parse_chat_request,
+// parse_completion_request and the /tokenize and /detokenize parsers on every body. Only ApiError may come out, and what
 // parses must be JSON that dumps strictly (valid UTF-8 all the way to the template).
 #include <cstdint>
 #include <string>
@@ -32,6 +32,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const auto completion = fathom::server::parse_completion_request(json);
     (void)completion;
+  } catch (const ApiError&) {
+  }
+  try {
+    const auto tokenize = fathom::server::parse_tokenize_request(json);
+    FUZZ_CHECK(tokenize.chat.has_value() || tokenize.text.size() <= body.size(), "tokenize text longer than the body");
+  } catch (const ApiError&) {
+  }
+  try {
+    constexpr int64_t kVocab = 1000;
+    for (int32_t id : fathom::server::parse_detokenize_request(json, kVocab))
+      FUZZ_CHECK(id >= 0 && id < kVocab, "detokenize let id %d through", id);
   } catch (const ApiError&) {
   }
   return 0;

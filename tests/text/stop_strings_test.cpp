@@ -34,6 +34,16 @@ TEST(StopStrings, EndsRightBeforeTheEarliestStopWhateverTheSplit) {
   }
 }
 
+TEST(StopStrings, NameTheStopThatMatched) {
+  StopStringMatcher m({"STOP", "</s>"});
+  EXPECT_EQ(m.push("hello </").matched, "");
+  const auto step = m.push("s> and STOP");
+  EXPECT_TRUE(step.stopped);
+  EXPECT_EQ(step.matched, "</s>");  // the earliest in the text, not the first listed
+  StopStringMatcher tie({"b", "ab"});
+  EXPECT_EQ(tie.push("xxab").matched, "ab");  // "ab" starts first
+}
+
 TEST(StopStrings, HoldsBackOnlyWhatCouldStartAStop) {
   StopStringMatcher m({"END"});
   EXPECT_EQ(m.push("text E").emit, "text ");

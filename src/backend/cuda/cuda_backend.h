@@ -96,6 +96,8 @@ class CudaBackend final : public Backend {
   void copy_to_device(void* dst, const void* host, size_t bytes);
   // Device memory of a tensor-less scratch kind that only grows.
   void* scratch(int slot, size_t bytes);
+  // kv_write (write) or kv_read over rows [row, row + k.dim(0)) of the view.
+  void kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v, bool write);
   // The rotation signs of a codebook view on the device (built once per seed and dim).
   const float* rotation_signs(const KvView& kv);
 

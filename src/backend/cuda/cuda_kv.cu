@@ -387,33 +387,30 @@ const float* CudaBackend::rotation_signs(const KvView& kv) {
   return t.data<float>();
 }
 
-void CudaBackend::kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) {
+void CudaBackend::kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v, bool write) {
   const int64_t count = k.dim(0), heads = kv.kv_heads();
-  check(kv.head_dim() <= kMaxHeadDim, "kv_write on cuda: head_dim ", kv.head_dim(), " above ", kMaxHeadDim);
+  check(kv.head_dim() <= kMaxHeadDim, write ? "kv_write" : "kv_read", " on cuda: head_dim ", kv.head_dim(),
+        " above ", kMaxHeadDim);
   if (count == 0) return;
   const KvLayout l = layout_of(kv);
   auto* table = static_cast<unsigned char* const*>(
       stage(kBlockTable, kv.blocks, size_t(blocks_in_view(kv, row + count)) * sizeof(void*)));
   const float* signs = kv.format.codec == KvFormat::Codec::codebook ? rotation_signs(kv) : nullptr;
-  const int64_t threads = count * heads * 2;
-  kv_write_kernel<<<unsigned((threads + 127) / 128), 128, 0, stream()>>>(l, table, row, count, heads, k.data<float>(),
-                                                                         v.data<float>(), signs);
-  check_launch("kv_write");
+  const unsigned blocks = unsigned((count * heads * 2 + 127) / 128);  // a thread per (token, head, K or V)
+  if (write) {
+    kv_write_kernel<<<blocks, 128, 0, stream()>>>(l, table, row, count, heads, k.data<float>(), v.data<float>(), signs);
+    check_launch("kv_write");
+  } else {
+    kv_read_kernel<<<blocks, 128, 0, stream()>>>(l, table, row, count, heads, k.data<float>(), v.data<float>(), signs);
+    check_launch("kv_read");
+  }
 }
 
-void CudaBackend::kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) {
-  const int64_t count = k.dim(0), heads = kv.kv_heads();
-  check(kv.head_dim() <= kMaxHeadDim, "kv_read on cuda: head_dim ", kv.head_dim(), " above ", kMaxHeadDim);
-  if (count == 0) return;
-  const KvLayout l = layout_of(kv);
-  auto* table = static_cast<unsigned char* const*>(
-      stage(kBlockTable, kv.blocks, size_t(blocks_in_view(kv, row + count)) * sizeof(void*)));
-  const float* signs = kv.format.codec == KvFormat::Codec::codebook ? rotation_signs(kv) : nullptr;
-  const int64_t threads = count * heads * 2;
-  kv_read_kernel<<<unsigned((threads + 127) / 128), 128, 0, stream()>>>(l, table, row, count, heads, k.data<float>(),
-                                                                        v.data<float>(), signs);
-  check_launch("kv_read");
+void CudaBackend::kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) {
+  kv_rows_impl(kv, row, k, v, true);
 }
+
+void CudaBackend::kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) { kv_rows_impl(kv, row, k, v, false); }
 
 void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const AttentionParams& p, Tensor& out) {
   const int64_t t = q_in.dim(0), heads = q_in.dim(1), d = kv.head_dim();
