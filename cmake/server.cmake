@@ -11,6 +11,7 @@ add_library(fathom_server STATIC
   src/server/engine_worker.cpp
   src/server/reasoning.cpp
   src/server/tool_calls.cpp
+  src/server/tool_call_stream.cpp
   src/server/request_parsing.cpp
   src/server/server_context.cpp
   src/server/generation_session.cpp
@@ -35,6 +36,7 @@ if(NOT DEFINED FATHOM_BUILD_TESTS OR FATHOM_BUILD_TESTS)
   enable_testing()
   add_executable(server_tests
     tests/server/tool_calls_test.cpp
+    tests/server/tool_call_stream_test.cpp
     tests/server/reasoning_test.cpp
     tests/server/request_parsing_test.cpp
     tests/server/metrics_test.cpp

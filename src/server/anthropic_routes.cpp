@@ -6,6 +6,7 @@
 #include "server/http_errors.h"
 #include "server/deferred_response.h"
 #include "server/sse.h"
+#include "server/tool_call_stream.h"
 
 namespace fathom::server {
 
@@ -38,7 +39,7 @@ class MessagesStream final : public SseFormatter {
  public:
   MessagesStream(const ServerContext& ctx, const ChatRequest& req, int64_t prompt_tokens)
       : ctx_(ctx), tools_(req.tools_enabled && ctx.tool_format != ToolCallFormat::none),
-        prompt_tokens_(prompt_tokens) {}
+        prompt_tokens_(prompt_tokens), calls_(tools_ ? ctx.tool_format : ToolCallFormat::none) {}
 
   std::string begin() override {
     ojson message = {{"id", id_},
@@ -60,35 +61,21 @@ class MessagesStream final : public SseFormatter {
       out += sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
                                                {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
     }
-    if (tools_) {
-      held_ += d.content;
-    } else if (!d.content.empty()) {
-      out += text(d.content);
-    }
+    // Text passes through as it comes; a tool_use block goes out once its call is whole.
+    ToolCallStream::Piece piece = calls_.push(d.content);
+    if (!piece.content.empty()) out += text(piece.content);
+    for (const ToolCall& call : piece.calls) out += tool_use(call);
     return out;
   }
 
   std::string end(const GenerationSession& s) override {
     std::string out;
     if (auto failure = s.failure()) return sse_event("error", error_body(*failure, ApiStyle::anthropic));
-    bool tool_use = false;
-    if (tools_) {
-      ParsedToolCalls parsed = parse_tool_calls(held_, ctx_.tool_format);
-      if (!parsed.content.empty()) out += text(parsed.content);
-      for (const auto& call : parsed.calls) {
-        ojson block = tool_use_block(call);
-        const std::string input = block["input"].dump();
-        block["input"] = ojson::object();
-        out += close_block();
-        ++index_;
-        open_ = "tool_use";
-        out += sse_event("content_block_start", {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
-        out += sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
-                                                 {"delta", {{"type", "input_json_delta"}, {"partial_json", input}}}});
-        tool_use = true;
-      }
-    }
-    if (open_.empty()) out += text("");  // every message has at least one block
+    ToolCallStream::Piece piece = calls_.finish();
+    if (!piece.content.empty()) out += text(piece.content);
+    for (const ToolCall& call : piece.calls) out += tool_use(call);
+    const bool tool_use = calls_.calls() > 0;
+    if (!started_) out += text("");  // every message has at least one block
     out += close_block();
     const ojson stop_sequence = s.stopped_by_string() ? ojson(s.stop_sequence()) : ojson(nullptr);
     out += sse_event("message_delta", {{"type", "message_delta"},
@@ -98,6 +85,16 @@ class MessagesStream final : public SseFormatter {
   }
 
  private:
+  // A tool_use block: its input as one input_json_delta, then closed.
+  std::string tool_use(const ToolCall& call) {
+    ojson block = tool_use_block(call);
+    const std::string input = block["input"].dump();
+    block["input"] = ojson::object();
+    std::string out = open_block("tool_use", block);
+    out += sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
+                                             {"delta", {{"type", "input_json_delta"}, {"partial_json", input}}}});
+    return out + close_block();
+  }
   std::string text(const std::string& t) {
     std::string out = open_block("text", {{"type", "text"}, {"text", ""}});
     return out + sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
@@ -126,7 +123,8 @@ class MessagesStream final : public SseFormatter {
   const bool tools_;
   const int64_t prompt_tokens_;
   const std::string id_ = random_id("msg_");
-  std::string held_, open_;
+  ToolCallStream calls_;
+  std::string open_;
   int index_ = 0;
   bool started_ = false;
 };

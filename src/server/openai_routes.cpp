@@ -4,6 +4,7 @@
 #include "server/http_errors.h"
 #include "server/deferred_response.h"
 #include "server/sse.h"
+#include "server/tool_call_stream.h"
 
 namespace fathom::server {
 
@@ -60,13 +61,14 @@ ojson completion_logprobs(const ServerContext& ctx, const std::vector<TokenEvent
   return out;
 }
 
-ojson tool_calls_json(const std::vector<ToolCall>& calls, bool streaming) {
+// Streamed calls carry their index in the answer: the first of these is call `first`.
+ojson tool_calls_json(const std::vector<ToolCall>& calls, bool streaming, size_t first = 0) {
   ojson out = ojson::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     ojson call = {{"id", random_id("call_")},
                   {"type", "function"},
                   {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
-    if (streaming) call["index"] = i;
+    if (streaming) call["index"] = first + i;
     out.push_back(call);
   }
   return out;
@@ -76,7 +78,8 @@ class ChatStream final : public SseFormatter {
  public:
   ChatStream(const ServerContext& ctx, const ChatRequest& req)
       : ctx_(ctx), tools_(req.tools_enabled && ctx.tool_format != ToolCallFormat::none),
-        logprobs_(req.gen.top_logprobs >= 0), include_usage_(req.gen.include_usage) {}
+        logprobs_(req.gen.top_logprobs >= 0), include_usage_(req.gen.include_usage),
+        calls_(tools_ ? ctx.tool_format : ToolCallFormat::none) {}
 
   std::string begin() override { return chunk({{"role", "assistant"}, {"content", ""}}, nullptr); }
 
@@ -84,28 +87,21 @@ class ChatStream final : public SseFormatter {
     std::string out;
     ojson logprobs = logprobs_ && !d.tokens.empty() ? chat_logprobs(ctx_, d.tokens) : ojson(nullptr);
     if (!d.reasoning.empty()) out += chunk({{"reasoning_content", d.reasoning}}, nullptr);
-    if (tools_) {
-      held_ += d.content;  // tool calls are parsed from the whole output
-      if (!logprobs.is_null()) out += chunk(ojson::object(), nullptr, logprobs);
-    } else if (!d.content.empty() || !logprobs.is_null()) {
-      out += chunk({{"content", d.content}}, nullptr, logprobs);
-    }
+    // Text passes through as it comes; a tool call goes out once it is whole.
+    ToolCallStream::Piece piece = calls_.push(d.content);
+    if (!piece.content.empty() || !logprobs.is_null())
+      out += chunk(piece.content.empty() ? ojson::object() : ojson{{"content", piece.content}}, nullptr, logprobs);
+    out += calls(piece.calls);
     return out;
   }
 
   std::string end(const GenerationSession& s) override {
     std::string out;
     if (auto failure = s.failure()) return sse_data(error_body(*failure, ApiStyle::openai)) + "data: [DONE]\n\n";
-    bool called = false;
-    if (tools_) {
-      ParsedToolCalls parsed = parse_tool_calls(held_, ctx_.tool_format);
-      if (!parsed.content.empty()) out += chunk({{"content", parsed.content}}, nullptr);
-      if (!parsed.calls.empty()) {
-        out += chunk({{"tool_calls", tool_calls_json(parsed.calls, true)}}, nullptr);
-        called = true;
-      }
-    }
-    out += chunk(ojson::object(), finish_reason_of(s, called));
+    ToolCallStream::Piece piece = calls_.finish();
+    if (!piece.content.empty()) out += chunk({{"content", piece.content}}, nullptr);
+    out += calls(piece.calls);
+    out += chunk(ojson::object(), finish_reason_of(s, calls_.calls() > 0));
     if (include_usage_) {
       ojson usage_chunk = base();
       usage_chunk["choices"] = ojson::array();
@@ -123,6 +119,12 @@ class ChatStream final : public SseFormatter {
             {"model", ctx_.options.served_model_name},
             {"system_fingerprint", ctx_.system_fingerprint}};
   }
+  // Calls complete now, each its own chunk, indexed after those sent before.
+  std::string calls(const std::vector<ToolCall>& complete) {
+    std::string out;
+    for (const ToolCall& call : complete) out += chunk({{"tool_calls", tool_calls_json({call}, true, sent_calls_++)}}, nullptr);
+    return out;
+  }
   std::string chunk(ojson delta, ojson finish_reason, ojson logprobs = nullptr) {
     ojson c = base();
     c["choices"] = ojson::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
@@ -135,7 +137,8 @@ class ChatStream final : public SseFormatter {
   const bool tools_, logprobs_, include_usage_;
   const std::string id_ = random_id("chatcmpl-");
   const int64_t created_ = unix_time();
-  std::string held_;
+  ToolCallStream calls_;
+  size_t sent_calls_ = 0;
 };
 
 void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
