@@ -6,7 +6,6 @@
 // (elementwise, row movement, routing) and cpu_delta_rule.cpp (Gated DeltaNet).
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "backend/backend.h"
