@@ -49,6 +49,21 @@ void PrefixCache::checkpoint(const SequenceState& state, const std::vector<int32
   insert(std::move(copy));
 }
 
+void PrefixCache::keep_prompt(const SequenceState& state, const std::vector<int32_t>& prompt) {
+  const bool recurrent = std::any_of(state.recurrent.begin(), state.recurrent.end(), [](const auto& r) { return bool(r); });
+  const int64_t keep = int64_t(prompt.size()) - 1;
+  if (recurrent || !state.valid() || keep <= 0 || state.length() < keep) return;
+  HeldSequence copy;
+  copy.state = state.fork(state.length());
+  try {
+    copy.state->trim(keep);
+  } catch (const Error&) {
+    return;  // a sliding window has dropped rows the trimmed sequence would need
+  }
+  copy.tokens.assign(prompt.begin(), prompt.begin() + keep);
+  insert(std::move(copy));
+}
+
 void PrefixCache::insert(HeldSequence sequence) {
   if (!sequence.state || !sequence.state->valid() || sequence.tokens.empty()) return;
   Entry entry;

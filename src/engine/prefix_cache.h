@@ -28,6 +28,11 @@ class PrefixCache {
   // can go back, the new one serves all their prompts) and then the least
   // recently used until it fits. A sequence larger than the cache is dropped.
   void insert(HeldSequence sequence);
+  // Keeps a fork of `state`, which holds at least the prompt, trimmed to all
+  // of the prompt but its last token (what another run of the same prompt
+  // can take, see lookup). Attention layers only: a recurrent state cannot be
+  // trimmed, so such a sequence keeps nothing here (its prefill checkpoints serve).
+  void keep_prompt(const SequenceState& state, const std::vector<int32_t>& prompt);
   // A state that cannot go back (recurrent layers) serves only prompts that
   // extend all of its tokens, so a long prompt is kept at points along its
   // prefill too: a copy of `state` (sharing its KV blocks) each time the run

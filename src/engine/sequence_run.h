@@ -69,6 +69,8 @@ class SequenceRun {
   int64_t reused_tokens() const { return reused_; }
   const std::string& error() const { return error_; }
   int64_t state_bytes() const { return state_ ? state_->bytes() : 0; }
+  // The sequence's state (null once the run has ended).
+  const SequenceState* state() const { return state_.get(); }
   // While prefilling: the state, which holds the prompt's first prefilled_tokens() tokens.
   const SequenceState* prefill_state() const { return prefilling() ? state_.get() : nullptr; }
   int64_t prefilled_tokens() const { return prefilled_; }

@@ -6,6 +6,7 @@
 // state, whether the request is queued or running.
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "server/generation_session.h"
@@ -16,5 +17,8 @@ namespace fathom::server {
 // `body` turns everything generated into the response JSON. A failed session
 // (GenerationSession::failure) is thrown as its ApiError for `guarded` to answer.
 void respond_when_done(httplib::Response& res, GenerationSession& session, const std::function<std::string(Delta&)>& body);
+// The same for the choices of one request: body gets each session's output, in order.
+void respond_when_all_done(httplib::Response& res, std::span<GenerationSession* const> sessions,
+                           const std::function<std::string(std::vector<Delta>&)>& body);
 
 }  // namespace fathom::server

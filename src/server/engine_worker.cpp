@@ -46,6 +46,7 @@ void Job::finish(std::string finish_reason, std::string error) {
     finish_reason_ = std::move(finish_reason);
     error_ = std::move(error);
   }
+  prompt_ready = true;  // whoever waits for this job's prompt starts without it
   ready_.notify_all();
 }
 
@@ -201,12 +202,22 @@ void EngineWorker::end(Running& r) {
   if (run.error().empty() && r.ended_by.empty()) prefix_cache_.insert(std::move(r.held));
 }
 
+void EngineWorker::share_prompt(Running& r) {
+  if (!r.job->share_prompt || r.job->prompt_ready || r.run->prefilling()) return;
+  if (const SequenceState* state = r.run->state()) prefix_cache_.keep_prompt(*state, r.run->prompt());
+  r.job->prompt_ready = true;
+  wake_.notify_all();
+}
+
 bool EngineWorker::admit(std::vector<std::unique_ptr<Running>>& running) {
   std::unique_lock lock(mutex_);
   if (running.empty()) wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
   if (stopping_) return true;
   while (!queue_.empty() && running.size() < max_running_) {
     std::shared_ptr<Job> job = queue_.front();
+    // The next choice of a request waits for the first one's prompt (which
+    // runs, or is ahead in the queue), so that it forks it instead of prefilling.
+    if (job->prompt_source && !job->prompt_source->prompt_ready && !job->cancelled) break;
     if (job->cancelled || Clock::now() > job->spec.deadline) {
       queue_.pop_front();
       ++metrics_.cancelled;
@@ -270,6 +281,7 @@ void EngineWorker::loop() {
         Running& r = **it;
         if (const SequenceState* state = r.run->prefill_state())
           prefix_cache_.checkpoint(*state, r.run->prompt(), r.checkpointed);
+        share_prompt(r);
         kv_bytes += r.run->state_bytes();
         ++it;
       }

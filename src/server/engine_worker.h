@@ -61,6 +61,13 @@ class Job {
   std::atomic<bool> cancelled{false};
   // Prompt tokens that came from the prefix cache (set when the job starts).
   std::atomic<int64_t> cached_tokens{0};
+  // Choices of one request (OpenAI n > 1) share their prompt: the first job
+  // shares it (set before submit), and each other one waits in the queue for
+  // it (prompt_source) until its prefill is in the prefix cache (prompt_ready,
+  // also set when the first job ends), then starts from a fork of it.
+  bool share_prompt = false;
+  std::shared_ptr<Job> prompt_source;
+  std::atomic<bool> prompt_ready{false};
 
   enum class Next { token, finished, waiting };
   // Takes the next event, waiting up to `wait`. On finished, finish_reason() and error() are final.
@@ -105,6 +112,9 @@ class EngineWorker {
  private:
   struct Running;
   void loop();
+  // Puts a sharing job's prefilled prompt into the prefix cache once its
+  // prefill is done, and lets the jobs waiting for it start.
+  void share_prompt(Running& r);
   // Moves queued jobs that fit into `running`; true when the worker is stopping.
   bool admit(std::vector<std::unique_ptr<Running>>& running);
   std::unique_ptr<Running> start(const std::shared_ptr<Job>& job, int64_t bytes);

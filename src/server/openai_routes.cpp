@@ -15,13 +15,20 @@ std::string finish_reason_of(const GenerationSession& s, bool tool_calls) {
   return s.finish_reason() == "stop" ? "stop" : "length";
 }
 
-ojson usage_of(const GenerationSession& s) {
-  return {{"prompt_tokens", s.prompt_tokens()},
-          {"prompt_tokens_details", {{"cached_tokens", s.cached_tokens()}}},
-          {"completion_tokens", s.completion_tokens()},
-          {"completion_tokens_details", {{"reasoning_tokens", s.reasoning_tokens()}}},
-          {"total_tokens", s.prompt_tokens() + s.completion_tokens()}};
+// The prompt counts once however many choices share it; what the prefix
+// cache gave it is the first choice's (the others fork that choice's prompt).
+ojson usage_of(const std::vector<const GenerationSession*>& choices) {
+  const GenerationSession& first = *choices.front();
+  int64_t completion = 0, reasoning = 0;
+  for (const GenerationSession* s : choices) completion += s->completion_tokens(), reasoning += s->reasoning_tokens();
+  return {{"prompt_tokens", first.prompt_tokens()},
+          {"prompt_tokens_details", {{"cached_tokens", first.cached_tokens()}}},
+          {"completion_tokens", completion},
+          {"completion_tokens_details", {{"reasoning_tokens", reasoning}}},
+          {"total_tokens", first.prompt_tokens() + completion}};
 }
+
+ojson usage_of(const GenerationSession& s) { return usage_of(std::vector<const GenerationSession*>{&s}); }
 
 ojson token_bytes(const std::string& text) {
   ojson out = ojson::array();
@@ -145,34 +152,50 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   const auto deadline = request_deadline(ctx);
   const ChatRequest request = parse_chat_request(parse_body(req.body));
   const PreparedPrompt prompt = prepare_chat_prompt(ctx, request, deadline);
-  auto job = make_job(ctx, prompt.ids, request.gen, deadline);
-  submit_job(ctx, job);
-  auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, ctx.has_thinking,
-                                                     prompt.starts_in_reasoning);
-  if (request.gen.stream) return stream_session(res, session, std::make_shared<ChatStream>(ctx, request));
-  respond_when_done(res, *session, [&ctx, &request, &session](Delta& all) {
-    ojson message = {{"role", "assistant"}, {"content", all.content}, {"refusal", nullptr}};
-    if (!all.reasoning.empty()) message["reasoning_content"] = all.reasoning;
-    bool called = false;
-    if (request.tools_enabled && ctx.tool_format != ToolCallFormat::none) {
-      ParsedToolCalls parsed = parse_tool_calls(all.content, ctx.tool_format);
-      if (!parsed.calls.empty()) {
-        message["content"] = parsed.content.empty() ? ojson(nullptr) : ojson(parsed.content);
-        message["tool_calls"] = tool_calls_json(parsed.calls, false);
-        called = true;
+  // Every choice is its own job from its own seed; all but the first wait for
+  // the first's prefill and start from a fork of it (the prompt's KV is shared).
+  std::vector<std::shared_ptr<Job>> jobs;
+  std::vector<std::shared_ptr<GenerationSession>> sessions;
+  std::vector<GenerationSession*> choices;
+  for (int64_t i = 0; i < request.gen.n; ++i) {
+    GenerationFields gen = request.gen;
+    gen.sampling.seed += uint64_t(i);
+    auto job = make_job(ctx, prompt.ids, gen, deadline);
+    if (i == 0) job->share_prompt = request.gen.n > 1;
+    else job->prompt_source = jobs.front();
+    submit_job(ctx, job);  // a 429 here cancels the choices before it (their sessions end)
+    jobs.push_back(job);
+    sessions.push_back(std::make_shared<GenerationSession>(ctx, job, request.gen.stop, ctx.has_thinking,
+                                                           prompt.starts_in_reasoning));
+    choices.push_back(sessions.back().get());
+  }
+  if (request.gen.stream) return stream_session(res, sessions.front(), std::make_shared<ChatStream>(ctx, request));
+  respond_when_all_done(res, choices, [&ctx, &request, &choices](std::vector<Delta>& all) {
+    ojson answers = ojson::array();
+    for (size_t i = 0; i < all.size(); ++i) {
+      ojson message = {{"role", "assistant"}, {"content", all[i].content}, {"refusal", nullptr}};
+      if (!all[i].reasoning.empty()) message["reasoning_content"] = all[i].reasoning;
+      bool called = false;
+      if (request.tools_enabled && ctx.tool_format != ToolCallFormat::none) {
+        ParsedToolCalls parsed = parse_tool_calls(all[i].content, ctx.tool_format);
+        if (!parsed.calls.empty()) {
+          message["content"] = parsed.content.empty() ? ojson(nullptr) : ojson(parsed.content);
+          message["tool_calls"] = tool_calls_json(parsed.calls, false);
+          called = true;
+        }
       }
+      answers.push_back({{"index", i},
+                         {"message", message},
+                         {"logprobs", request.gen.top_logprobs >= 0 ? chat_logprobs(ctx, all[i].tokens) : ojson(nullptr)},
+                         {"finish_reason", finish_reason_of(*choices[i], called)}});
     }
     ojson body = {{"id", random_id("chatcmpl-")},
                   {"object", "chat.completion"},
                   {"created", unix_time()},
                   {"model", ctx.options.served_model_name},
                   {"system_fingerprint", ctx.system_fingerprint},
-                  {"choices", ojson::array({{{"index", 0},
-                                             {"message", message},
-                                             {"logprobs", request.gen.top_logprobs >= 0 ? chat_logprobs(ctx, all.tokens)
-                                                                                        : ojson(nullptr)},
-                                             {"finish_reason", finish_reason_of(*session, called)}}})},
-                  {"usage", usage_of(*session)}};
+                  {"choices", answers},
+                  {"usage", usage_of(std::vector<const GenerationSession*>(choices.begin(), choices.end()))}};
     return dump_json(body);
   });
 }

@@ -116,9 +116,7 @@ GenerationFields parse_openai_generation(const ojson& body, bool chat) {
   } else {
     g.sampling.seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
   }
-  if (const ojson* n = field(body, "n")) {
-    if (!n->is_number_integer() || n->get<int64_t>() != 1) bad("n", "only n=1 is supported");
-  }
+  g.n = integer(body, "n", 1, kMaxChoices).value_or(1);
   if (const ojson* bias = field(body, "logit_bias")) {
     if (!bias->is_object()) bad("logit_bias", "'logit_bias' must be an object of token id → bias");
     if (bias->size() > limits::kLogitBiasEntries)
@@ -263,6 +261,7 @@ ChatRequest parse_chat_request(const ojson& body) {
     r.chat_template_kwargs = *kw;
   }
   r.gen = parse_openai_generation(body, /*chat=*/true);
+  if (r.gen.n > 1 && r.gen.stream) bad("n", "streaming several choices (n > 1) is not supported yet; use stream: false");
   return r;
 }
 
@@ -285,6 +284,7 @@ CompletionRequest parse_completion_request(const ojson& body) {
   }
   if (r.prompt.empty() && r.prompt_ids.empty()) bad("prompt", "'prompt' must not be empty");
   r.gen = parse_openai_generation(body, /*chat=*/false);
+  if (r.gen.n > 1) bad("n", "several choices (n > 1) are supported by /v1/chat/completions, not yet by /v1/completions");
   return r;
 }
 

@@ -53,6 +53,7 @@ struct GenerationFields {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
+  int64_t n = 1;  // choices (OpenAI n), each from its own seed
 };
 
 struct ChatRequest {
@@ -62,6 +63,9 @@ struct ChatRequest {
   ojson chat_template_kwargs = ojson::object();
   GenerationFields gen;
 };
+
+// The most choices one request may ask for (n).
+inline constexpr int64_t kMaxChoices = 16;
 
 struct CompletionRequest {
   std::string prompt;

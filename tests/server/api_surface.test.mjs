@@ -164,3 +164,38 @@ test("tools sent to a model whose chat template cannot render them are a 400 tha
     await small.stop();
   }
 });
+
+test("n > 1: several choices, each from its own seed, sharing the prompt's prefill", async () => {
+  const { metric } = await import("./helpers.mjs");
+  const long = [{ role: "system", content: "You answer questions about geography in detail. ".repeat(12) },
+    { role: "user", content: "Which rivers cross Germany?" }];
+  const hits = await metric(server.url, "fathom_prefix_cache_hits_total");
+  const saved = await metric(server.url, "fathom_prefix_cache_tokens_saved_total");
+  const r = await post("/v1/chat/completions", { messages: long, n: 3, max_tokens: 6, temperature: 1, seed: 7,
+    logit_bias: bias });
+  assert.equal(r.status, 200);
+  assert.deepEqual(r.body.choices.map((c) => c.index), [0, 1, 2]);
+  const texts = r.body.choices.map((c) => c.message.content);
+  assert.ok(new Set(texts).size > 1, `three seeds gave ${JSON.stringify(texts)}`);
+  // The usage counts the prompt once and every choice's tokens.
+  const counted = (await post("/tokenize", { messages: long })).body.count;
+  assert.equal(r.body.usage.prompt_tokens, counted);
+  assert.equal(r.body.usage.completion_tokens, 18);
+  // Choices 1 and 2 started from a fork of choice 0's prompt (choice 0 may
+  // itself have found a few template tokens of earlier requests).
+  assert.ok(await metric(server.url, "fathom_prefix_cache_hits_total") >= hits + 2);
+  assert.ok(await metric(server.url, "fathom_prefix_cache_tokens_saved_total") >= saved + 2 * (counted - 1));
+  // The same seed gives the same choices; choice 0 is what n = 1 gives with that seed.
+  const again = await post("/v1/chat/completions", { messages: long, n: 3, max_tokens: 6, temperature: 1, seed: 7,
+    logit_bias: bias });
+  assert.deepEqual(again.body.choices.map((c) => c.message.content), texts);
+  const one = await post("/v1/chat/completions", { messages: long, max_tokens: 6, temperature: 1, seed: 7, logit_bias: bias });
+  assert.equal(one.body.choices[0].message.content, texts[0]);
+});
+
+test("n out of range, streamed n > 1 and n on /v1/completions are 400s naming n", async () => {
+  for (const body of [{ messages, n: 0 }, { messages, n: 17 }, { messages, n: 2, stream: true }])
+    assert.equal((await post("/v1/chat/completions", body)).body.error.param, "n", JSON.stringify(body));
+  assert.equal((await post("/v1/completions", { prompt: "hi", n: 2 })).body.error.param, "n");
+  assert.equal((await post("/v1/chat/completions", { messages, n: 1, max_tokens: 1 })).status, 200);
+});

@@ -29,7 +29,7 @@ function assertOpenAIError(body, param) {
 test("wrong types and out-of-range values are 400s naming the field (via the SDK)", async () => {
   const cases = [
     [{ temperature: "hot" }, "temperature"], [{ temperature: 5 }, "temperature"], [{ top_p: -1 }, "top_p"],
-    [{ max_tokens: -3 }, "max_tokens"], [{ n: 3 }, "n"], [{ stop: 5 }, "stop"], [{ logit_bias: { x: 1 } }, "logit_bias"],
+    [{ max_tokens: -3 }, "max_tokens"], [{ n: 30 }, "n"], [{ stop: 5 }, "stop"], [{ logit_bias: { x: 1 } }, "logit_bias"],
     [{ top_logprobs: 50, logprobs: true }, "top_logprobs"], [{ presence_penalty: 9 }, "presence_penalty"],
     [{ messages: [] }, "messages"], [{ messages: [{ role: "alien", content: "x" }] }, "messages[0].role"],
   ];

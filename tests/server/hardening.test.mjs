@@ -99,7 +99,7 @@ test("client-controlled counts are bounded, each a 400 naming the field", async 
     [{ messages: hi, stop: ["x".repeat(1025)] }, "stop"],
     [{ messages: hi, logit_bias: Object.fromEntries(many(1001, (i) => [String(i), 1])) }, "logit_bias"],
     [{ messages: hi, logprobs: true, top_logprobs: 21 }, "top_logprobs"],
-    [{ messages: hi, n: 2 }, "n"],
+    [{ messages: hi, n: 17 }, "n"],
     [{ messages: hi, seed: 9223372036854775808 }, "seed"],
     [{ messages: hi, seed: 1e300 }, "seed"],
     [{ messages: hi, seed: 1.5 }, "seed"],

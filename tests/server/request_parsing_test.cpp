@@ -47,7 +47,8 @@ TEST(RequestParsing, WrongTypesAndRangesNameTheField) {
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})"), "temperature");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": -1})"), "max_tokens");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "top_p": 1.5})"), "top_p");
-  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "n": 2})"), "n");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "n": 17})"), "n");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "n": 2, "stream": true})"), "n");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"a": 1}})"), "logit_bias");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "wizard", "content": "x"}]})"), "messages[0].role");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})"), "stop");
