@@ -1,16 +1,13 @@
 #include "backend/backend.h"
 
+#include "backend/op_checks.h"
 #include "core/error.h"
 #ifdef FATHOM_WITH_CUDA
 #include "backend/cuda/cuda_factory.h"
 #endif
 
 namespace fathom {
-namespace {
-void expect_f32(const Tensor& t, const char* op, const char* what) {
-  check(t.dtype() == DType::f32, op, ": ", what, " must be f32, got ", dtype_name(t.dtype()));
-}
-}  // namespace
+using op_checks::expect_f32;
 
 namespace {
 void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y);

@@ -2,20 +2,13 @@
 // ops (backend.cpp has the matmul, norm and attention ones). Every check names
 // the op and the shapes it got.
 #include "backend/backend.h"
+#include "backend/op_checks.h"
 #include "core/error.h"
 
 namespace fathom {
-namespace {
 
-void expect_f32(const Tensor& t, const char* op, const char* what) {
-  check(t.dtype() == DType::f32, op, ": ", what, " must be f32, got ", dtype_name(t.dtype()));
-}
-
-void expect_rank(const Tensor& t, int rank, const char* op, const char* what) {
-  check(t.rank() == rank, op, ": ", what, " must be ", rank, "-D, got ", t.shape_string());
-}
-
-}  // namespace
+using op_checks::expect_f32;
+using op_checks::expect_rank;
 
 Tensor Backend::empty(std::vector<int64_t> shape, DType dtype) { return empty_impl(std::move(shape), dtype); }
 

@@ -39,9 +39,8 @@ std::optional<HeldSequence> PrefixCache::lookup(const std::vector<int32_t>& prom
 }
 
 void PrefixCache::checkpoint(const SequenceState& state, const std::vector<int32_t>& prompt, int64_t& last) {
-  const bool recurrent = std::any_of(state.recurrent.begin(), state.recurrent.end(), [](const auto& r) { return bool(r); });
   const int64_t length = state.length();
-  if (!recurrent || !state.valid() || length / kCheckpointTokens <= last / kCheckpointTokens) return;
+  if (!state.has_recurrent_layers() || !state.valid() || length / kCheckpointTokens <= last / kCheckpointTokens) return;
   last = length;
   HeldSequence copy;
   copy.state = state.fork(length);
@@ -50,9 +49,8 @@ void PrefixCache::checkpoint(const SequenceState& state, const std::vector<int32
 }
 
 void PrefixCache::keep_prompt(const SequenceState& state, const std::vector<int32_t>& prompt) {
-  const bool recurrent = std::any_of(state.recurrent.begin(), state.recurrent.end(), [](const auto& r) { return bool(r); });
   const int64_t keep = int64_t(prompt.size()) - 1;
-  if (recurrent || !state.valid() || keep <= 0 || state.length() < keep) return;
+  if (state.has_recurrent_layers() || !state.valid() || keep <= 0 || state.length() < keep) return;
   HeldSequence copy;
   copy.state = state.fork(state.length());
   try {
@@ -68,8 +66,7 @@ void PrefixCache::insert(HeldSequence sequence) {
   if (!sequence.state || !sequence.state->valid() || sequence.tokens.empty()) return;
   Entry entry;
   entry.bytes = sequence.state->bytes();
-  entry.recurrent = std::any_of(sequence.state->recurrent.begin(), sequence.state->recurrent.end(),
-                                [](const auto& r) { return bool(r); });
+  entry.recurrent = sequence.state->has_recurrent_layers();
   entry.used = ++clock_;
   entry.sequence = std::move(sequence);
   if (entry.bytes > max_bytes_) return;

@@ -15,12 +15,15 @@ int64_t SequenceState::bytes() const {
   return total;
 }
 
+bool SequenceState::has_recurrent_layers() const {
+  return std::any_of(recurrent.begin(), recurrent.end(), [](const auto& r) { return bool(r); });
+}
+
 void SequenceState::trim(int64_t new_length) {
   check(!open_, "trim: a speculative transaction is open");
   check(new_length >= 0 && new_length <= length_, "trim: new length ", new_length, " outside [0, ", length_, "]");
   if (new_length == length_) return;
-  const bool recurrent_layers = std::any_of(recurrent.begin(), recurrent.end(), [](const auto& r) { return bool(r); });
-  check(!recurrent_layers || new_length == 0, "trim: a recurrent (linear-attention) state cannot go back from ",
+  check(!has_recurrent_layers() || new_length == 0, "trim: a recurrent (linear-attention) state cannot go back from ",
         length_, " to ", new_length, " tokens, only to 0");
   for (auto& layer : kv)
     if (layer) layer->trim(new_length);

@@ -26,6 +26,8 @@ struct SequenceState {
   int64_t bytes() const;
   // False once a transaction failed: the state was dropped and the sequence must end.
   bool valid() const { return valid_; }
+  // Whether any layer is recurrent (linear attention): such a state cannot be trimmed back.
+  bool has_recurrent_layers() const;
   // Forgets positions >= new_length. Recurrent layers cannot go back, so with
   // them only new_length == length() (nothing to do) or 0 (reset) is allowed.
   void trim(int64_t new_length);

@@ -72,7 +72,7 @@ void encode_row(const KvView& kv, const HadamardRotation* rotation, bool values,
 void CpuBackend::kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) {
   const int64_t heads = kv.kv_heads(), d = kv.head_dim();
   const HadamardRotation* rot = kv.format.codec == KvFormat::Codec::codebook ? &rotation(kv) : nullptr;
-  std::vector<float> buffer;
+  thread_local std::vector<float> buffer;  // a codebook row, rotated: reused across writes
   for (int64_t t = 0; t < k.dim(0); ++t)
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t src = (t * heads + h) * d;
