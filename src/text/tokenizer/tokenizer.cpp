@@ -1,11 +1,13 @@
 #include "text/tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "io/json_file.h"
 #include "text/tokenizer/added_tokens.h"
+#include "text/tokenizer/byte_level.h"
 #include "text/tokenizer/model.h"
 #include "text/tokenizer/decoders.h"
 #include "text/tokenizer/json_util.h"
@@ -33,6 +35,7 @@ struct Tokenizer::Impl {
   // final: decode looks ids up here instead of asking the added tokens and the model.
   std::vector<const std::string*> string_by_id;
   int64_t vocab_size = 0;
+  bool byte_level_decoder = false;  // the decoder maps GPT-2's alphabet back to bytes
 
   const std::string* token_string(int32_t id) const {
     return id >= 0 && size_t(id) < string_by_id.size() ? string_by_id[size_t(id)] : nullptr;
@@ -49,6 +52,24 @@ struct Tokenizer::Impl {
 };
 
 namespace {
+
+bool has_byte_level_decoder(const json& decoder) {
+  if (!decoder.is_object()) return false;
+  const auto type = decoder.find("type");
+  if (type != decoder.end() && *type == "ByteLevel") return true;
+  const auto parts = decoder.find("decoders");
+  if (parts == decoder.end() || !parts->is_array()) return false;
+  return std::any_of(parts->begin(), parts->end(), has_byte_level_decoder);
+}
+
+// "<0x41>" → 0x41, the form of SentencePiece's byte-fallback pieces.
+std::optional<uint8_t> byte_fallback_piece(std::string_view s) {
+  if (s.size() != 6 || s.substr(0, 3) != "<0x" || s[5] != '>') return std::nullopt;
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  const int hi = hex(s[3]), lo = hex(s[4]);
+  if (hi < 0 || lo < 0) return std::nullopt;
+  return uint8_t(hi * 16 + lo);
+}
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -113,6 +134,7 @@ Tokenizer Tokenizer::build(std::string_view tokenizer_json, std::string_view con
   impl->pre_tokenizer = tok::make_pre_tokenizer(field("pre_tokenizer"));
   impl->model = tok::make_model(tok::require_field(j, "model", "tokenizer.json"));
   impl->decoder = tok::make_decoder(field("decoder"));
+  impl->byte_level_decoder = has_byte_level_decoder(field("decoder"));
   impl->post_processor = tok::make_post_processor(field("post_processor"));
   // "truncation" and "padding" are batch settings: transformers turns both off unless a call
   // asks for them, so a prompt is never cut or padded by what the file says. Ignored here too.
@@ -254,6 +276,41 @@ std::string Tokenizer::id_to_token(int32_t id) const {
 }
 
 int64_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
+
+std::vector<std::string> Tokenizer::token_bytes() const {
+  const Impl& im = *impl_;
+  static const std::string kSpaceMark = "\xe2\x96\x81";  // ▁, SentencePiece's space
+  std::vector<std::string> out(im.string_by_id.size());
+  for (size_t id = 0; id < out.size(); ++id) {
+    const std::string* s = im.string_by_id[id];
+    if (!s || im.special_by_id[id]) continue;
+    std::string bytes;
+    if (im.byte_level_decoder) {
+      for (size_t i = 0; i < s->size();) {
+        const size_t start = i;
+        const int b = tok::unicode_to_byte(tok::next_code_point(*s, i));
+        if (b < 0) {  // not in GPT-2's alphabet: the text itself
+          bytes.append(*s, start, i - start);
+        } else {
+          bytes.push_back(char(b));
+        }
+      }
+    } else if (const auto b = byte_fallback_piece(*s)) {
+      bytes.push_back(char(*b));
+    } else {
+      for (size_t i = 0; i < s->size();) {
+        if (s->compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
+          bytes.push_back(' ');
+          i += kSpaceMark.size();
+        } else {
+          bytes.push_back((*s)[i++]);
+        }
+      }
+    }
+    out[id] = std::move(bytes);
+  }
+  return out;
+}
 
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && size_t(id) < impl_->special_by_id.size() && impl_->special_by_id[size_t(id)];

@@ -42,6 +42,11 @@ class Tokenizer {
   // Distinct ids of the model vocabulary and the added tokens (transformers' len()).
   int64_t vocab_size() const;
   bool is_special(int32_t id) const;
+  // The bytes each id adds to the text in the middle of a sequence (byte-level
+  // and byte-fallback pieces as raw bytes, SentencePiece's ▁ as a space), indexed
+  // by id; empty for special tokens and for ids that name no token. What a
+  // grammar constraint matches tokens against.
+  std::vector<std::string> token_bytes() const;
   std::vector<int32_t> special_ids() const;  // ascending
 
   // From tokenizer_config.json; empty (and nullopt) when the config names none.

@@ -1,0 +1,77 @@
+#pragma once
+// A grammar as a TokenConstraint: CompiledGrammar pairs a grammar's automaton
+// with a vocabulary and caches, per automaton state, the set of tokens it
+// allows (one trie walk the first time a state is seen); GrammarConstraint is
+// one sequence's position in it. Choices of one request share a
+// CompiledGrammar, so a state's mask is computed once for all of them.
+//
+// End ids (the request's stop tokens) are allowed exactly when the text so far
+// is complete; once it cannot go on, they are the only tokens allowed. With a
+// `starts_after` id (the end of a reasoning block), tokens pass unconstrained
+// until that id has been emitted.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/token_constraint.h"
+#include "grammar/grammar.h"
+#include "grammar/grammar_automaton.h"
+#include "grammar/token_vocabulary.h"
+
+namespace fathom::grammar {
+
+class CompiledGrammar {
+ public:
+  // Masks kept per grammar; past this, the least recently computed go.
+  static constexpr size_t kMaxCachedMasks = 1024;
+
+  CompiledGrammar(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocabulary);
+
+  const TokenVocabulary& vocabulary() const { return *vocabulary_; }
+  // Under the lock: the automaton and the cached masks change as states are met.
+  std::unique_lock<std::mutex> lock() const { return std::unique_lock(mutex_); }
+  GrammarAutomaton& automaton() { return automaton_; }
+  // Bit id set when token id may follow `state` (end ids not included).
+  const std::vector<uint64_t>& allowed(int32_t state);
+  size_t cached_masks() const { return masks_.size(); }
+
+ private:
+  void walk(int32_t state, std::vector<uint64_t>& bits);
+
+  std::shared_ptr<const TokenVocabulary> vocabulary_;
+  GrammarAutomaton automaton_;
+  mutable std::mutex mutex_;
+  std::unordered_map<int32_t, std::vector<uint64_t>> masks_;
+  std::vector<int32_t> mask_order_;  // states in the order their masks were made
+  std::vector<int32_t> depth_states_;
+};
+
+class GrammarConstraint final : public TokenConstraint {
+ public:
+  GrammarConstraint(std::shared_ptr<CompiledGrammar> grammar, std::vector<int32_t> end_ids,
+                    std::optional<int32_t> starts_after = std::nullopt);
+
+  void mask(std::span<float> logits) override;
+  bool accept(int32_t id) override;
+  void rollback(int64_t tokens) override;
+
+  bool active() const { return history_.back() != kInactive; }
+  // The constrained text is complete (an end id was accepted).
+  bool finished() const { return history_.back() == kFinished; }
+
+ private:
+  static constexpr int32_t kInactive = -3, kFinished = -4;
+  bool is_end(int32_t id) const;
+
+  std::shared_ptr<CompiledGrammar> grammar_;
+  std::vector<int32_t> end_ids_;
+  std::optional<int32_t> starts_after_;
+  std::vector<float> kept_;  // end ids' logits while mask() runs
+  std::vector<int32_t> history_;  // the automaton state after each accepted token; [0]: before any
+};
+
+}  // namespace fathom::grammar
