@@ -12,6 +12,7 @@ add_library(fathom_server STATIC
   src/server/reasoning.cpp
   src/server/tool_calls.cpp
   src/server/tool_call_stream.cpp
+  src/server/structured_output.cpp
   src/server/request_parsing.cpp
   src/server/server_context.cpp
   src/server/generation_session.cpp
@@ -25,7 +26,7 @@ add_library(fathom_server STATIC
   src/server/http_server.cpp
 )
 target_include_directories(fathom_server PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../src)
-target_link_libraries(fathom_server PUBLIC fathom_core fathom_text fathom_text_jinja PkgConfig::CPP_HTTPLIB)
+target_link_libraries(fathom_server PUBLIC fathom_core fathom_text fathom_text_jinja fathom_grammar PkgConfig::CPP_HTTPLIB)
 
 set(FATHOM_SERVER_SOURCES src/cli/cmd_serve.cpp)
 set(FATHOM_SERVER_LIBS fathom_server)

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "engine/prefill_policy.h"
 #include "engine/sampler.h"
 #include "engine/speculative.h"
+#include "engine/token_constraint.h"
 #include "model/model.h"
 
 namespace fathom {
@@ -25,6 +27,10 @@ struct GenerationRequest {
   // Optional: changes each row of logits before sampling (logit bias,
   // presence and frequency penalties); sees the ids generated so far.
   std::function<void(std::span<float> logits, std::span<const int32_t> generated)> adjust_logits;
+  // Optional: what the output must follow (structured output); masks every
+  // row after adjust_logits and sees every emitted token. Drafts it rejects
+  // are cut before verification. Used by this request alone.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 // Speculative decoding for generate(): a drafter and the most tokens it may

@@ -72,13 +72,17 @@ SequenceRun::~SequenceRun() {
 
 std::span<const float> SequenceRun::row(const Tensor& logits, int64_t r) {
   const std::span<const float> raw(logits.data<float>() + r * vocab_, size_t(vocab_));
-  if (!request_.adjust_logits) return raw;
+  if (!request_.adjust_logits && !request_.constraint) return raw;
   adjusted_.assign(raw.begin(), raw.end());  // valid until the next row
-  request_.adjust_logits(adjusted_, result_.ids);
+  if (request_.adjust_logits) request_.adjust_logits(adjusted_, result_.ids);
+  if (request_.constraint) request_.constraint->mask(adjusted_);
   return adjusted_;
 }
 
 bool SequenceRun::emit(int32_t id, std::span<const float> logits) {
+  // Sampled from masked logits, so allowed, unless the mask left nothing.
+  check(!request_.constraint || request_.constraint->accept(id), "constrained decoding: token ", id,
+        " breaks the constraint (no allowed token had a finite logit)");
   result_.ids.push_back(id);
   history_.push_back(id);
   const bool keep_going = !on_token_ || on_token_({id, logits});
@@ -106,18 +110,33 @@ std::optional<SequenceStep> SequenceRun::plan(int64_t budget) {
   const int64_t wanted = lengths_ ? lengths_->next() : speculation_.draft_tokens;
   const int64_t most = std::min({wanted, remaining - 1, state_->max_verify_rows() - 1});
   if (speculation_.drafter && most >= 1) draft_ = speculation_.drafter->propose(history_, most, draft_sampler_);
-  const int64_t drafted = int64_t(draft_.tokens.size());
-  check(drafted <= std::max<int64_t>(most, 0) && (draft_.dists.empty() || int64_t(draft_.dists.size()) == drafted),
-        "speculative decoding: the drafter returned ", drafted, " tokens and ", draft_.dists.size(),
+  const int64_t proposed = int64_t(draft_.tokens.size());
+  check(proposed <= std::max<int64_t>(most, 0) && (draft_.dists.empty() || int64_t(draft_.dists.size()) == proposed),
+        "speculative decoding: the drafter returned ", proposed, " tokens and ", draft_.dists.size(),
         " distributions for at most ", most);
   for (int32_t d : draft_.tokens)
     check(d >= 0 && d < vocab_, "speculative decoding: draft token ", d, " is out of range");
+  if (request_.constraint) cut_drafts_to_constraint();
+  const int64_t drafted = int64_t(draft_.tokens.size());
   ++result_.spec.target_passes;
   if (drafted == 0) return SequenceStep{state_.get(), {next_}, WantLogits::last};
   std::vector<int32_t> ids = {next_};
   ids.insert(ids.end(), draft_.tokens.begin(), draft_.tokens.end());
   state_->begin(int64_t(ids.size()));
   return SequenceStep{state_.get(), std::move(ids), WantLogits::all};
+}
+
+void SequenceRun::cut_drafts_to_constraint() {
+  // Drafts past the first one the constraint rejects could never be accepted
+  // (their target probability is 0 once masked): do not verify them.
+  int64_t allowed = 0;
+  for (const int32_t d : draft_.tokens) {
+    if (!request_.constraint->accept(d)) break;
+    ++allowed;
+  }
+  request_.constraint->rollback(allowed);
+  draft_.tokens.resize(size_t(allowed));
+  if (!draft_.dists.empty()) draft_.dists.resize(size_t(allowed));
 }
 
 void SequenceRun::absorb(const Tensor& logits, int64_t first_row) {

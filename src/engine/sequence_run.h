@@ -80,6 +80,7 @@ class SequenceRun {
   enum class Phase { prefill, decode, finished };
   std::span<const float> row(const Tensor& logits, int64_t r);
   bool emit(int32_t id, std::span<const float> logits);  // false when generation ends with it
+  void cut_drafts_to_constraint();
   void absorb_prefill(const Tensor& logits, int64_t first_row);
   void absorb_verify(const Tensor& logits, int64_t first_row);
   void finish();

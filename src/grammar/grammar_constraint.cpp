@@ -55,11 +55,13 @@ void CompiledGrammar::walk(int32_t state, std::vector<uint64_t>& bits) {
 }
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<CompiledGrammar> grammar, std::vector<int32_t> end_ids,
-                                     std::optional<int32_t> starts_after)
-    : grammar_(std::move(grammar)), end_ids_(std::move(end_ids)), starts_after_(starts_after) {
+                                     ReasoningTokens reasoning)
+    : grammar_(std::move(grammar)), end_ids_(std::move(end_ids)), reasoning_(reasoning) {
   check(grammar_ != nullptr, "grammar constraint: no grammar");
   check(!end_ids_.empty(), "grammar constraint: no end ids (the constrained text could never end)");
-  history_.push_back(starts_after_ ? kInactive : grammar_->automaton().initial());
+  check(!(reasoning_.inside || reasoning_.may_open) || (reasoning_.open >= 0 && reasoning_.close >= 0),
+        "grammar constraint: a reasoning block needs its open and close ids");
+  history_.push_back(reasoning_.inside ? kInactive : grammar_->automaton().initial());
 }
 
 bool GrammarConstraint::is_end(int32_t id) const {
@@ -81,6 +83,8 @@ void GrammarConstraint::mask(std::span<float> logits) {
   // End ids are never grammar text: they keep their logits exactly when the text may end.
   kept_.clear();
   for (const int32_t e : end_ids_) kept_.push_back(size_t(e) < n ? logits[size_t(e)] : kNever);
+  const bool may_open = may_open_reasoning() && size_t(reasoning_.open) < n;
+  const float open_logit = may_open ? logits[size_t(reasoning_.open)] : kNever;
   for (size_t w = 0; w * 64 < n; ++w) {
     const uint64_t allowed = w < bits.size() ? bits[w] : 0;
     if (allowed == ~uint64_t(0)) continue;
@@ -92,12 +96,17 @@ void GrammarConstraint::mask(std::span<float> logits) {
     const auto id = size_t(end_ids_[e]);
     if (id < n) logits[id] = can_end ? kept_[e] : kNever;
   }
+  if (may_open) logits[size_t(reasoning_.open)] = open_logit;
 }
 
 bool GrammarConstraint::accept(int32_t id) {
   const int32_t state = history_.back();
   if (state == kInactive) {
-    history_.push_back(starts_after_ && id == *starts_after_ ? grammar_->automaton().initial() : kInactive);
+    history_.push_back(id == reasoning_.close ? grammar_->automaton().initial() : kInactive);
+    return true;
+  }
+  if (may_open_reasoning() && id == reasoning_.open) {
+    history_.push_back(kInactive);
     return true;
   }
   if (state == kFinished) return false;

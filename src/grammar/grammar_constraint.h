@@ -6,13 +6,13 @@
 // CompiledGrammar, so a state's mask is computed once for all of them.
 //
 // End ids (the request's stop tokens) are allowed exactly when the text so far
-// is complete; once it cannot go on, they are the only tokens allowed. With a
-// `starts_after` id (the end of a reasoning block), tokens pass unconstrained
-// until that id has been emitted.
+// is complete; once it cannot go on, they are the only tokens allowed. A
+// reasoning block (<think>…</think>) passes unconstrained: from the start when
+// the prompt opened it, or when the first token opens it; the constraint
+// starts after its closing token.
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -50,10 +50,17 @@ class CompiledGrammar {
   std::vector<int32_t> depth_states_;
 };
 
+// The reasoning block a constrained answer may start with.
+struct ReasoningTokens {
+  int32_t open = -1, close = -1;
+  bool inside = false;    // the prompt opened the block
+  bool may_open = false;  // the first generated token may open it
+};
+
 class GrammarConstraint final : public TokenConstraint {
  public:
   GrammarConstraint(std::shared_ptr<CompiledGrammar> grammar, std::vector<int32_t> end_ids,
-                    std::optional<int32_t> starts_after = std::nullopt);
+                    ReasoningTokens reasoning = {});
 
   void mask(std::span<float> logits) override;
   bool accept(int32_t id) override;
@@ -66,10 +73,11 @@ class GrammarConstraint final : public TokenConstraint {
  private:
   static constexpr int32_t kInactive = -3, kFinished = -4;
   bool is_end(int32_t id) const;
+  bool may_open_reasoning() const { return reasoning_.may_open && history_.size() == 1; }
 
   std::shared_ptr<CompiledGrammar> grammar_;
   std::vector<int32_t> end_ids_;
-  std::optional<int32_t> starts_after_;
+  ReasoningTokens reasoning_;
   std::vector<float> kept_;  // end ids' logits while mask() runs
   std::vector<int32_t> history_;  // the automaton state after each accepted token; [0]: before any
 };

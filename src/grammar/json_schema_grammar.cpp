@@ -156,9 +156,11 @@ JsonSchemaCompiler::JsonSchemaCompiler(Grammar& grammar, const ojson& root) : g_
 
 Element JsonSchemaCompiler::whitespace() {
   if (const auto it = shared_.find("ws"); it != shared_.end()) return it->second;
-  ByteSet ws;
-  for (const char c : {' ', '\t', '\n', '\r'}) ws.set(uint8_t(c));
-  return shared_["ws"] = g_.repeat({g_.bytes(ws)}, 0, kMaxWhitespace);
+  // Nothing, a space, or one line break and its indentation: room for compact
+  // and pretty-printed JSON, none for a model that would rather emit blank
+  // lines than the next token.
+  return shared_["ws"] =
+             g_.choice({{}, {g_.byte(' ')}, {g_.byte('\n'), g_.repeat({g_.byte(' ')}, 0, kMaxIndent)}}, "ws");
 }
 
 Element JsonSchemaCompiler::string_char() {

@@ -4,7 +4,7 @@
 // an invalid one in). Properties come in the schema's order; optional ones may
 // be left out; additional properties are never generated when `properties`
 // names any (leaving them out is always valid). Whitespace between tokens is
-// bounded, numbers have at most 16 integer and 16 fraction digits and 2 exponent digits (no overflow to infinity), so an
+// one space or one line break with its indentation, numbers have at most 16 integer and 16 fraction digits and 2 exponent digits (no overflow to infinity), so an
 // answer cannot run on forever inside a number or between tokens.
 //
 // Supported: type (also as a list), properties, required,
@@ -32,8 +32,9 @@ struct UnsupportedSchema : Error {
 
 class JsonSchemaCompiler {
  public:
-  // Whitespace allowed between two tokens of the JSON text.
-  static constexpr int kMaxWhitespace = 20;
+  // Whitespace between two tokens of the JSON text: none, one space, or a
+  // line break and up to kMaxIndent spaces.
+  static constexpr int kMaxIndent = 16;
 
   // `root` is the document $ref pointers resolve in; it must outlive the compiler.
   JsonSchemaCompiler(Grammar& grammar, const nlohmann::ordered_json& root);
@@ -64,8 +65,8 @@ class JsonSchemaCompiler {
   int depth_ = 0;
 };
 
-// A grammar whose root is a JSON text valid under `schema`, with up to
-// kMaxWhitespace whitespace before it.
+// A grammar whose root is a JSON text valid under `schema` (whitespace as
+// between tokens may come before it).
 Grammar json_schema_grammar(const nlohmann::ordered_json& schema);
 
 }  // namespace fathom::grammar

@@ -133,7 +133,8 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
   const auto deadline = request_deadline(ctx);
   const ChatRequest request = parse_messages_request(parse_body(req.body));
   const PreparedPrompt prompt = prepare_chat_prompt(ctx, request, deadline);
-  auto job = make_job(ctx, prompt.ids, request.gen, deadline);
+  auto job = make_job(ctx, prompt.ids, request.gen, deadline,
+                      constrain_output(ctx, request.output, request.tools, prompt));
   submit_job(ctx, job);
   auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, ctx.has_thinking,
                                                      prompt.starts_in_reasoning);

@@ -146,6 +146,9 @@ std::unique_ptr<EngineWorker::Running> EngineWorker::start(const std::shared_ptr
   request.max_new_tokens = spec.max_tokens;
   request.sampling = spec.sampling;
   request.stop_ids = spec.stop_ids;
+  if (spec.grammar)
+    request.constraint = std::make_shared<grammar::GrammarConstraint>(
+        spec.grammar, std::vector<int32_t>(spec.stop_ids.begin(), spec.stop_ids.end()), spec.reasoning);
   if (!spec.logit_bias.empty() || spec.presence_penalty != 0.0f || spec.frequency_penalty != 0.0f)
     request.adjust_logits = [&spec](std::span<float> logits, std::span<const int32_t> generated) {
       adjust_openai_logits(spec, logits, generated);

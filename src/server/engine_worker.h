@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/grammar_constraint.h"
 #include "engine/admission.h"
 #include "engine/prefix_cache.h"
 #include "engine/generator.h"
@@ -40,6 +41,10 @@ struct JobSpec {
   int top_logprobs = -1;           // -1: no logprobs; 0..20: the chosen token's logprob and this many alternatives
   std::vector<int64_t> stop_ids;
   Clock::time_point deadline = Clock::time_point::max();
+  // Structured output: the grammar the answer must follow (null: none), after
+  // the reasoning block these tokens mark.
+  std::shared_ptr<grammar::CompiledGrammar> grammar;
+  grammar::ReasoningTokens reasoning;
 };
 
 // The most tokens a job's sequence can hold: its prompt and every token it may generate.

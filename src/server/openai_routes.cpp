@@ -152,6 +152,7 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   const auto deadline = request_deadline(ctx);
   const ChatRequest request = parse_chat_request(parse_body(req.body));
   const PreparedPrompt prompt = prepare_chat_prompt(ctx, request, deadline);
+  const JobConstraint constraint = constrain_output(ctx, request.output, request.tools, prompt);
   // Every choice is its own job from its own seed; all but the first wait for
   // the first's prefill and start from a fork of it (the prompt's KV is shared).
   std::vector<std::shared_ptr<Job>> jobs;
@@ -160,7 +161,7 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   for (int64_t i = 0; i < request.gen.n; ++i) {
     GenerationFields gen = request.gen;
     gen.sampling.seed += uint64_t(i);
-    auto job = make_job(ctx, prompt.ids, gen, deadline);
+    auto job = make_job(ctx, prompt.ids, gen, deadline, constraint);
     if (i == 0) job->share_prompt = request.gen.n > 1;
     else job->prompt_source = jobs.front();
     submit_job(ctx, job);  // a 429 here cancels the choices before it (their sessions end)
@@ -245,7 +246,7 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   const CompletionRequest request = parse_completion_request(parse_body(req.body));
   const std::vector<int32_t> ids =
       request.prompt_ids.empty() ? ctx.tokenizer.encode(request.prompt, /*add_special_tokens=*/true) : request.prompt_ids;
-  auto job = make_job(ctx, ids, request.gen, deadline);
+  auto job = make_job(ctx, ids, request.gen, deadline, constrain_output(ctx, request.output, nullptr, {}));
   submit_job(ctx, job);
   auto session = std::make_shared<GenerationSession>(ctx, job, request.gen.stop, false, false);
   if (request.gen.stream) return stream_session(res, session, std::make_shared<CompletionStream>(ctx, request));

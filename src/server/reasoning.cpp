@@ -75,11 +75,19 @@ bool template_has_thinking(std::string_view template_source) {
   return template_source.find(kOpen) != std::string_view::npos && template_source.find(kClose) != std::string_view::npos;
 }
 
-bool prompt_opens_thinking(std::string_view prompt) {
+namespace {
+
+bool ends_with_tag(std::string_view prompt, std::string_view tag) {
   size_t end = prompt.size();
   while (end > 0 && is_space(prompt[end - 1])) --end;
   const std::string_view trimmed = prompt.substr(0, end);
-  return trimmed.size() >= kOpen.size() && trimmed.substr(trimmed.size() - kOpen.size()) == kOpen;
+  return trimmed.size() >= tag.size() && trimmed.substr(trimmed.size() - tag.size()) == tag;
 }
+
+}  // namespace
+
+bool prompt_opens_thinking(std::string_view prompt) { return ends_with_tag(prompt, kOpen); }
+
+bool prompt_closes_thinking(std::string_view prompt) { return ends_with_tag(prompt, kClose); }
 
 }  // namespace fathom::server

@@ -31,5 +31,7 @@ class ReasoningSplitter {
 bool template_has_thinking(std::string_view template_source);
 // True when the rendered prompt ends inside an open <think> block.
 bool prompt_opens_thinking(std::string_view prompt);
+// True when the rendered prompt ends with a closed <think></think> block (thinking turned off).
+bool prompt_closes_thinking(std::string_view prompt);
 
 }  // namespace fathom::server

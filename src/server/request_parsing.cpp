@@ -1,5 +1,6 @@
 #include "server/request_parsing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -209,6 +210,39 @@ ojson parse_tools(const ojson& body) {
   return tools->empty() ? ojson(nullptr) : *tools;
 }
 
+// OpenAI's response_format: {"type": "text" | "json_object" | "json_schema",
+// "json_schema": {"name", "schema", "strict"}}.
+OutputConstraint parse_response_format(const ojson& body) {
+  OutputConstraint out;
+  const ojson* rf = field(body, "response_format");
+  if (!rf || rf->is_null()) return out;
+  if (!rf->is_object()) bad("response_format", "'response_format' must be an object");
+  const std::string type = text_field(*rf, "type", "response_format.type");
+  out.param = "response_format";
+  if (type == "text") return {};
+  if (type == "json_object") {
+    out.kind = OutputConstraint::Kind::json_object;
+    return out;
+  }
+  if (type != "json_schema") bad("response_format.type", "'response_format.type' must be text, json_object or json_schema");
+  const ojson* js = field(*rf, "json_schema");
+  if (!js || !js->is_object()) bad("response_format.json_schema", "'response_format.json_schema' must be an object");
+  if (const ojson* name = field(*js, "name"); name && !name->is_string())
+    bad("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
+  const ojson* schema = field(*js, "schema");
+  if (schema && !schema->is_object() && !schema->is_boolean())
+    bad("response_format.json_schema.schema", "'response_format.json_schema.schema' must be an object");
+  out.kind = OutputConstraint::Kind::json_schema;
+  out.schema = schema ? *schema : ojson(true);
+  out.param = "response_format.json_schema.schema";
+  return out;
+}
+
+bool has_tool(const ojson& tools, const std::string& name) {
+  if (!tools.is_array()) return false;
+  return std::any_of(tools.begin(), tools.end(), [&](const ojson& t) { return t["function"]["name"] == name; });
+}
+
 }  // namespace
 
 ojson parse_body(const std::string& body) {
@@ -245,14 +279,28 @@ ChatRequest parse_chat_request(const ojson& body) {
   }
   r.tools = parse_tools(body);
   std::string choice = "auto";
+  r.output = parse_response_format(body);
   if (const ojson* tc = field(body, "tool_choice")) {
     if (tc->is_string()) {
       choice = tc->get<std::string>();
       if (choice != "auto" && choice != "none" && choice != "required")
         bad("tool_choice", "'tool_choice' must be auto, none, required or a named function");
-    } else if (!tc->is_object()) {
+    } else if (tc->is_object()) {
+      // {"type": "function", "function": {"name": ...}} (and the Responses API's flat {"type", "name"}).
+      const ojson* fn = field(*tc, "function");
+      const ojson* name = fn && fn->is_object() ? field(*fn, "name") : field(*tc, "name");
+      if (!name || !name->is_string()) bad("tool_choice", "'tool_choice' must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      choice = "named";
+      r.output = {OutputConstraint::Kind::tool_call, nullptr, name->get<std::string>(), "tool_choice"};
+      if (!has_tool(r.tools, r.output.tool_name))
+        bad("tool_choice", "'tool_choice' names the function '" + r.output.tool_name + "', which is not in 'tools'");
+    } else {
       bad("tool_choice", "'tool_choice' must be a string or an object");
     }
+  }
+  if (choice == "required") {
+    if (r.tools.is_null()) bad("tool_choice", "'tool_choice' is required but there are no 'tools'");
+    r.output = {OutputConstraint::Kind::tool_call, nullptr, "", "tool_choice"};
   }
   if (choice == "none") r.tools = nullptr;
   r.tools_enabled = !r.tools.is_null();
@@ -284,6 +332,7 @@ CompletionRequest parse_completion_request(const ojson& body) {
   }
   if (r.prompt.empty() && r.prompt_ids.empty()) bad("prompt", "'prompt' must not be empty");
   r.gen = parse_openai_generation(body, /*chat=*/false);
+  r.output = parse_response_format(body);
   if (r.gen.n > 1) bad("n", "several choices (n > 1) are supported by /v1/chat/completions, not yet by /v1/completions");
   return r;
 }
@@ -380,8 +429,24 @@ ChatRequest parse_messages_request(const ojson& body) {
     const std::string type = text_field(*tc, "type", "tool_choice.type");
     if (type != "auto" && type != "any" && type != "tool" && type != "none")
       bad("tool_choice.type", "tool_choice.type: must be auto, any, tool or none");
-    if (type == "tool") text_field(*tc, "name", "tool_choice.name");
+    if ((type == "any" || type == "tool") && r.tools.is_null())
+      bad("tool_choice", "tool_choice: " + type + " needs tools");
+    if (type == "any") r.output = {OutputConstraint::Kind::tool_call, nullptr, "", "tool_choice"};
+    if (type == "tool") {
+      r.output = {OutputConstraint::Kind::tool_call, nullptr, text_field(*tc, "name", "tool_choice.name"), "tool_choice"};
+      if (!has_tool(r.tools, r.output.tool_name))
+        bad("tool_choice.name", "tool_choice.name: no tool is named '" + r.output.tool_name + "'");
+    }
     if (type == "none") r.tools = nullptr;
+  }
+  // Structured outputs: {"type": "json_schema", "schema": {...}}.
+  if (const ojson* of = field(body, "output_format"); of && !of->is_null() && r.output.kind == OutputConstraint::Kind::none) {
+    if (!of->is_object() || text_field(*of, "type", "output_format.type") != "json_schema")
+      bad("output_format", "output_format: must be {\"type\": \"json_schema\", \"schema\": {...}}");
+    const ojson* schema = field(*of, "schema");
+    if (!schema || !(schema->is_object() || schema->is_boolean()))
+      bad("output_format.schema", "output_format.schema: must be an object");
+    r.output = {OutputConstraint::Kind::json_schema, *schema, "", "output_format.schema"};
   }
   r.tools_enabled = !r.tools.is_null();
   GenerationFields& g = r.gen;

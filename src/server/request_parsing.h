@@ -56,11 +56,22 @@ struct GenerationFields {
   int64_t n = 1;  // choices (OpenAI n), each from its own seed
 };
 
+// What the answer must be (structured output), enforced by a grammar over
+// the model's tokens (server/structured_output.h).
+struct OutputConstraint {
+  enum class Kind { none, json_object, json_schema, tool_call };
+  Kind kind = Kind::none;
+  ojson schema;           // json_schema: the JSON Schema (true: any JSON value)
+  std::string tool_name;  // tool_call: the tool required; empty: any of the request's tools
+  std::string param;      // the request field it came from (named in errors)
+};
+
 struct ChatRequest {
   ojson messages;              // normalized for the chat template: content is a string
   ojson tools;                 // null or an array of {"type": "function", "function": {...}}
   bool tools_enabled = false;  // tools given and tool_choice is not "none"
   ojson chat_template_kwargs = ojson::object();
+  OutputConstraint output;
   GenerationFields gen;
 };
 
@@ -70,6 +81,7 @@ inline constexpr int64_t kMaxChoices = 16;
 struct CompletionRequest {
   std::string prompt;
   std::vector<int32_t> prompt_ids;  // when the prompt was given as token ids
+  OutputConstraint output;          // response_format (json_object or json_schema)
   GenerationFields gen;
 };
 

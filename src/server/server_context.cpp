@@ -42,6 +42,7 @@ ServerContext::ServerContext(const Model& model, const MemoryContract& contract,
       tool_format(detect_tool_call_format(this->chat_template.source())),
       started_at(unix_time()),
       system_fingerprint(fingerprint_of(model, this->options)),
+      grammars(this->tokenizer, model.config().vocab_size),
       worker(model, policy, admission, metrics, this->options.max_queued, speculation, this->options.max_running,
              this->options.prefix_cache_bytes) {}
 
@@ -74,11 +75,23 @@ PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& 
   PreparedPrompt out;
   out.ids = ctx.tokenizer.encode(rendered, /*add_special_tokens=*/false);
   out.starts_in_reasoning = ctx.has_thinking && prompt_opens_thinking(rendered);
+  out.may_open_reasoning = ctx.has_thinking && !out.starts_in_reasoning && !prompt_closes_thinking(rendered);
+  return out;
+}
+
+JobConstraint constrain_output(ServerContext& ctx, const OutputConstraint& output, const ojson& tools,
+                               const PreparedPrompt& prompt) {
+  JobConstraint out;
+  if (output.kind == OutputConstraint::Kind::none) return out;
+  out.grammar = ctx.grammars.compile(output, tools, ctx.tool_format);
+  const auto open = ctx.tokenizer.token_to_id("<think>"), close = ctx.tokenizer.token_to_id("</think>");
+  if (open && close && (prompt.starts_in_reasoning || prompt.may_open_reasoning))
+    out.reasoning = {*open, *close, prompt.starts_in_reasoning, prompt.may_open_reasoning};
   return out;
 }
 
 std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& prompt, const GenerationFields& gen,
-                              Clock::time_point deadline) {
+                              Clock::time_point deadline, JobConstraint constraint) {
   const int64_t n = int64_t(prompt.size());
   if (n == 0) throw ApiError(400, "the prompt is empty", "prompt");
   if (n >= ctx.window)
@@ -120,6 +133,8 @@ std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& pr
   spec.top_logprobs = gen.top_logprobs;
   spec.stop_ids = ctx.stop_ids;
   spec.deadline = deadline;
+  spec.grammar = std::move(constraint.grammar);
+  spec.reasoning = constraint.reasoning;
   return std::make_shared<Job>(std::move(spec));
 }
 

@@ -13,6 +13,7 @@
 #include "server/engine_worker.h"
 #include "server/metrics.h"
 #include "server/request_parsing.h"
+#include "server/structured_output.h"
 #include "server/tool_calls.h"
 #include "text/jinja/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
@@ -60,6 +61,7 @@ struct ServerContext {
   // compute dtype, the KV scheme and the backend).
   const int64_t started_at;
   const std::string system_fingerprint;
+  GrammarCache grammars;  // structured output's compiled grammars
   Metrics metrics;
   EngineWorker worker;  // last: its thread starts once everything above exists
 };
@@ -67,6 +69,7 @@ struct ServerContext {
 struct PreparedPrompt {
   std::vector<int32_t> ids;
   bool starts_in_reasoning = false;
+  bool may_open_reasoning = false;  // a thinking template whose prompt neither opened nor closed the block
 };
 
 // When a request that arrives now must be done (--request-timeout).
@@ -78,7 +81,11 @@ PreparedPrompt prepare_chat_prompt(const ServerContext& ctx, const ChatRequest& 
 // (context_length_exceeded); one whose prompt + max_tokens cannot fit the
 // memory budget even alone is a 400 (memory_budget_exceeded) with the numbers.
 std::shared_ptr<Job> make_job(ServerContext& ctx, const std::vector<int32_t>& prompt, const GenerationFields& gen,
-                              Clock::time_point deadline);
+                              Clock::time_point deadline, JobConstraint constraint = {});
+// The grammar for a request's structured output (none when it asks for none),
+// letting a reasoning block pass first; unsupported schemas are 400s.
+JobConstraint constrain_output(ServerContext& ctx, const OutputConstraint& output, const ojson& tools,
+                               const PreparedPrompt& prompt);
 // Queues the job; a full queue is a 429.
 void submit_job(ServerContext& ctx, const std::shared_ptr<Job>& job);
 

@@ -129,7 +129,7 @@ TEST(GrammarConstraint, StartsAfterTheReasoningBlock) {
   auto vocab = TokenVocabulary::from_tokenizer(t, t.vocab_size());
   auto compiled = std::make_shared<CompiledGrammar>(json_schema_grammar(ojson{{"type", "boolean"}}), vocab);
   const int32_t think_end = *t.token_to_id("</think>");
-  GrammarConstraint c(compiled, {*t.eos_token_id()}, think_end);
+  GrammarConstraint c(compiled, {*t.eos_token_id()}, ReasoningTokens{*t.token_to_id("<think>"), think_end, true, false});
   std::vector<float> logits(size_t(vocab->size()), 1.0f);
   c.mask(logits);
   EXPECT_EQ(std::count(logits.begin(), logits.end(), 1.0f), int64_t(logits.size()));  // free while reasoning
@@ -141,6 +141,24 @@ TEST(GrammarConstraint, StartsAfterTheReasoningBlock) {
   EXPECT_FALSE(std::isinf(logits[size_t(t.encode("true", false)[0])]));
   c.rollback(1);
   EXPECT_FALSE(c.active());
+
+  // A model that may open the block itself: its first token may be <think>, and only its first.
+  const int32_t think_open = *t.token_to_id("<think>");
+  GrammarConstraint may(compiled, {*t.eos_token_id()}, ReasoningTokens{think_open, think_end, false, true});
+  std::fill(logits.begin(), logits.end(), 1.0f);
+  may.mask(logits);
+  EXPECT_EQ(logits[size_t(think_open)], 1.0f);
+  EXPECT_TRUE(std::isinf(logits[size_t(t.encode("Let", false)[0])]));
+  ASSERT_TRUE(may.accept(t.encode("true", false)[0]));
+  std::fill(logits.begin(), logits.end(), 1.0f);
+  may.mask(logits);
+  EXPECT_TRUE(std::isinf(logits[size_t(think_open)]));
+  may.rollback(1);
+  ASSERT_TRUE(may.accept(think_open));
+  EXPECT_FALSE(may.active());
+  EXPECT_TRUE(may.accept(t.encode("Let", false)[0]));
+  EXPECT_TRUE(may.accept(think_end));
+  EXPECT_TRUE(may.active());
 }
 
 }  // namespace

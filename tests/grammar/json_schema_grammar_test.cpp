@@ -226,7 +226,11 @@ TEST(JsonSchemaGrammar, WhitespaceIsBoundedAndPropertyOrderKept) {
   EXPECT_TRUE(accepts(a, "{\n  \"b\": null,\n  \"a\": null\n}"));
   EXPECT_FALSE(accepts(a, R"({"a":null,"b":null})"));  // the schema's order
   EXPECT_FALSE(accepts(a, R"({"b":null})"));           // a is required
-  EXPECT_FALSE(accepts(a, "{" + std::string(JsonSchemaCompiler::kMaxWhitespace + 1, ' ') + R"("b":null,"a":null})"));
+  EXPECT_TRUE(accepts(a, "{\n" + std::string(JsonSchemaCompiler::kMaxIndent, ' ') + R"("b": null, "a":null})"));
+  EXPECT_FALSE(accepts(a, "{\n" + std::string(JsonSchemaCompiler::kMaxIndent + 1, ' ') + R"("b":null,"a":null})"));
+  EXPECT_FALSE(accepts(a, R"({  "b":null,"a":null})"));
+  EXPECT_FALSE(accepts(a, "{\n\n\"b\":null,\"a\":null}"));
+  EXPECT_FALSE(accepts(a, "{\t\"b\":null,\"a\":null}"));
 }
 
 }  // namespace
