@@ -134,13 +134,17 @@ Element Grammar::repeat(const Sequence& sequence, int64_t min, int64_t max) {
     out.push_back(star(sequence));
   } else if (max > min) {
     // tail_k matches up to k more: tail_k → sequence tail_{k-1} | ε.
+    Countdown chain;
     Element tail = optional(sequence);
+    chain.rules.push_back(tail.index);
     for (int64_t k = 2; k <= max - min; ++k) {
       Sequence more = sequence;
       more.push_back(tail);
       tail = optional(std::move(more));
+      chain.rules.push_back(tail.index);
     }
     out.push_back(tail);
+    if (chain.rules.size() >= 2) countdowns_.push_back(std::move(chain));
   }
   if (out.size() == 1) return out[0];
   const uint32_t r = add_rule("repeat");

@@ -63,6 +63,13 @@ class Grammar {
     std::vector<Sequence> alternatives;
   };
   const std::vector<Rule>& rules() const { return rules_; }
+  // The chains bounded repetition unrolls into: rules[k - 1] matches up to k
+  // more repetitions (sequence, then rules[k - 2]; or nothing). The automaton
+  // may treat a position with k left as one with fewer left (a sub-language).
+  struct Countdown {
+    std::vector<uint32_t> rules;
+  };
+  const std::vector<Countdown>& countdowns() const { return countdowns_; }
   const std::vector<ByteSet>& byte_sets() const { return byte_sets_; }
   size_t elements() const { return elements_; }
 
@@ -72,6 +79,7 @@ class Grammar {
  private:
   void count(size_t n);
   std::vector<Rule> rules_;
+  std::vector<Countdown> countdowns_;
   std::vector<ByteSet> byte_sets_;
   std::unordered_map<ByteSet, uint32_t> byte_set_index_;
   size_t elements_ = 0;

@@ -1,6 +1,7 @@
 #include "grammar/grammar_automaton.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 
@@ -10,6 +11,12 @@ namespace {
 
 constexpr int kMaxExpansionDepth = 2000;
 constexpr size_t kMaxStackDepth = 4096;
+
+bool covers(const GrammarAutomaton::ByteBits& big, const GrammarAutomaton::ByteBits& small) {
+  for (size_t w = 0; w < 4; ++w)
+    if (small[w] & ~big[w]) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -23,6 +30,25 @@ GrammarAutomaton::GrammarAutomaton(const Grammar& grammar) : sets_(grammar.byte_
       for (const Element& e : alt)
         code_.push_back({e.kind == Element::Kind::bytes ? Op::bytes : Op::rule, e.index});
       code_.push_back({Op::end, 0});
+    }
+  }
+  // Byte classes: bytes with the same membership in every set.
+  std::map<std::vector<bool>, uint8_t> class_by_signature;
+  for (int b = 0; b < 256; ++b) {
+    std::vector<bool> signature(sets_.size());
+    for (size_t s = 0; s < sets_.size(); ++s) signature[s] = sets_[s].test(size_t(b));
+    const auto [it, added] = class_by_signature.try_emplace(std::move(signature), uint8_t(representative_.size()));
+    if (added) representative_.push_back(uint8_t(b));
+    class_of_[size_t(b)] = it->second;
+  }
+  classes_ = representative_.size();
+  // Countdown chains: where each position of their first alternatives sits.
+  for (const Grammar::Countdown& c : grammar.countdowns()) {
+    const auto chain = uint32_t(chains_.size());
+    chains_.push_back(c.rules);
+    for (size_t k = 0; k < c.rules.size(); ++k) {
+      const uint32_t start = rule_starts_[c.rules[k]][0];
+      for (uint32_t p = start; code_[p].op != Op::end; ++p) places_[p] = {chain, uint32_t(k + 1), p - start};
     }
   }
   // The initial state: the root's alternatives, expanded. The root rule is
@@ -59,14 +85,11 @@ void GrammarAutomaton::expand(Stack stack, Closure& out, int depth) const {
     const uint32_t ret = stack.back() + 1;
     stack.pop_back();
     if (code_[ret].op != Op::end) stack.push_back(ret);
-    const auto& starts = rule_starts_[c.index];
-    for (size_t a = 0; a < starts.size(); ++a) {
+    for (const uint32_t start : rule_starts_[c.index]) {
       Stack s = stack;
-      s.push_back(starts[a]);
+      s.push_back(start);
       expand(std::move(s), out, depth + 1);
     }
-    // A tail call whose frame was the last one: the stack is empty when an
-    // alternative ends, which expand() above reports as accepting.
     return;
   }
 }
@@ -85,11 +108,13 @@ int32_t GrammarAutomaton::intern(Closure closure) {
   check(states_.size() < kMaxStates, "grammar automaton: the constraint needs more than ", kMaxStates,
         " parser states (nesting too deep)");
   states_.push_back({std::move(closure.stacks), closure.accepting});
-  next_.resize(states_.size() * 256, kUnknown);
+  next_.resize(states_.size() * classes_, kUnknown);
+  runs_.resize(states_.size());
   return it->second;
 }
 
-int32_t GrammarAutomaton::compute(int32_t state, uint8_t byte) {
+int32_t GrammarAutomaton::compute(int32_t state, uint8_t cls) {
+  const uint8_t byte = representative_[cls];
   Closure c;
   for (const Stack& s : states_[size_t(state)].stacks) {
     if (!sets_[code_[s.back()].index].test(byte)) continue;
@@ -98,7 +123,7 @@ int32_t GrammarAutomaton::compute(int32_t state, uint8_t byte) {
     expand(std::move(moved), c, 0);
   }
   const int32_t to = c.stacks.empty() && !c.accepting ? kDead : intern(std::move(c));
-  next_[size_t(state) * 256 + byte] = to;
+  next_[size_t(state) * classes_ + cls] = to;
   return to;
 }
 
@@ -108,6 +133,79 @@ int32_t GrammarAutomaton::walk(int32_t state, std::string_view bytes) {
     state = next(state, uint8_t(b));
   }
   return state;
+}
+
+int32_t GrammarAutomaton::mask_state(int32_t state, int64_t horizon) {
+  if (places_.empty()) return state;
+  const int64_t key = (int64_t(state) << 24) | std::min<int64_t>(horizon, (1 << 24) - 1);
+  if (const auto it = mask_states_.find(key); it != mask_states_.end()) return it->second;
+  Closure c;
+  c.accepting = states_[size_t(state)].accepting;
+  bool changed = false;
+  for (Stack s : states_[size_t(state)].stacks) {
+    for (uint32_t& p : s) {
+      const auto it = places_.find(p);
+      if (it == places_.end()) continue;
+      const CountdownPlace& place = it->second;
+      uint32_t left = place.left;
+      if (int64_t(left) > horizon) {
+        left = uint32_t(std::max<int64_t>(horizon, 1));
+      } else {
+        while (left & (left - 1)) left &= left - 1;  // the power of two at or below
+      }
+      if (left == place.left) continue;
+      p = rule_starts_[chains_[place.chain][left - 1]][0] + place.offset;
+      changed = true;
+    }
+    c.stacks.push_back(std::move(s));
+  }
+  const int32_t out = changed ? intern(std::move(c)) : state;
+  mask_states_[key] = out;
+  return out;
+}
+
+void GrammarAutomaton::find_run(int32_t state) {
+  // The live target most bytes lead to.
+  std::map<int32_t, ByteBits> by_target;
+  for (int b = 0; b < 256; ++b) {
+    const int32_t t = next(state, uint8_t(b));
+    if (t != kDead) by_target[t][size_t(b) >> 6] |= uint64_t(1) << (b & 63);
+  }
+  RunInfo& info = runs_[size_t(state)];
+  info.found = true;
+  size_t best = 0;
+  for (const auto& [target, bytes] : by_target) {
+    size_t n = 0;
+    for (const uint64_t w : bytes) n += size_t(__builtin_popcountll(w));
+    if (n > best) {
+      best = n;
+      info.target = target;
+      info.run.bytes = bytes;
+    }
+  }
+}
+
+const GrammarAutomaton::Run& GrammarAutomaton::run(int32_t state, int cap) {
+  if (runs_[size_t(state)].known >= cap) return runs_[size_t(state)].run;
+  // Follow the chain while each next state's run bytes cover this one's.
+  int length = 0;
+  for (int32_t cur = state;;) {
+    if (!runs_[size_t(cur)].found) find_run(cur);
+    const int32_t target = runs_[size_t(cur)].target;
+    if (target == kDead) break;
+    ++length;
+    if (target == cur || length >= cap) {
+      length = cap;  // a loop, or far enough
+      break;
+    }
+    if (!runs_[size_t(target)].found) find_run(target);
+    if (!covers(runs_[size_t(target)].run.bytes, runs_[size_t(state)].run.bytes)) break;
+    cur = target;
+  }
+  RunInfo& info = runs_[size_t(state)];
+  info.run.length = length;
+  info.known = cap;
+  return info.run;
 }
 
 }  // namespace fathom::grammar

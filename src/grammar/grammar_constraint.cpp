@@ -1,6 +1,9 @@
 #include "grammar/grammar_constraint.h"
 
 #include <algorithm>
+#include <chrono>
+#include <deque>
+#include <unordered_set>
 #include <limits>
 
 #include "core/error.h"
@@ -13,6 +16,8 @@ CompiledGrammar::CompiledGrammar(const Grammar& grammar, std::shared_ptr<const T
 }
 
 const std::vector<uint64_t>& CompiledGrammar::allowed(int32_t state) {
+  // States that differ only in a long repetition count share one mask.
+  state = automaton_.mask_state(state, kCountHorizon);
   if (const auto it = masks_.find(state); it != masks_.end()) return it->second;
   if (masks_.size() >= kMaxCachedMasks) {
     masks_.erase(mask_order_.front());
@@ -24,19 +29,77 @@ const std::vector<uint64_t>& CompiledGrammar::allowed(int32_t state) {
   return masks_.emplace(state, std::move(bits)).first->second;
 }
 
-void CompiledGrammar::walk(int32_t state, std::vector<uint64_t>& bits) {
+size_t CompiledGrammar::warm_up(size_t max_masks, double max_ms) {
+  const auto start = std::chrono::steady_clock::now();
+  std::deque<int32_t> queue = {automaton_.initial()};
+  std::vector<int32_t> successors;
+  std::unordered_set<int32_t> queued = {automaton_.initial()};
+  size_t made = 0;
+  while (!queue.empty() && made < max_masks && masks_.size() < kMaxCachedMasks &&
+         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() < max_ms) {
+    const int32_t state = automaton_.mask_state(queue.front(), kCountHorizon);
+    queue.pop_front();
+    if (masks_.count(state)) continue;
+    std::vector<uint64_t> bits(size_t(vocabulary_->size() + 63) / 64, 0);
+    successors.clear();
+    walk(state, bits, &successors);
+    mask_order_.push_back(state);
+    masks_.emplace(state, std::move(bits));
+    ++made;
+    for (const int32_t s : successors)
+      if (queued.insert(s).second) queue.push_back(s);
+  }
+  return made;
+}
+
+void CompiledGrammar::walk(int32_t state, std::vector<uint64_t>& bits, std::vector<int32_t>* successors) {
   // One pass over the trie in preorder: a node's state is its parent's
-  // (depth - 1) state moved by its byte; a dead one skips its subtree.
+  // (depth - 1) state moved by its byte; a dead one skips its subtree, and so
+  // does one the parent's run covers (all its tokens are allowed).
   const auto& nodes = vocabulary_->nodes();
   const auto& ids = vocabulary_->token_ids();
+  const auto& below = vocabulary_->subtree_bytes();
   depth_states_.assign(size_t(vocabulary_->max_depth()) + 1, GrammarAutomaton::kDead);
   depth_states_[0] = state;
+  const auto& class_of = automaton_.class_of();
+  size_t classes = automaton_.classes();
   const int32_t* table = automaton_.table();
+  if (successors) seen_.assign(automaton_.states() + 1024, false);
+  auto reached = [&](int32_t s) {
+    if (size_t(s) >= seen_.size()) seen_.resize(size_t(s) + 1024, false);
+    if (!seen_[size_t(s)]) {
+      seen_[size_t(s)] = true;
+      successors->push_back(s);
+    }
+  };
+  auto allow = [&](uint32_t begin, uint32_t end) {
+    for (uint32_t t = begin; t < end; ++t) {
+      const auto id = uint32_t(ids[t]);
+      bits[id >> 6] |= uint64_t(1) << (id & 63);
+    }
+  };
   size_t i = 0;
   while (i < nodes.size()) {
     const TokenVocabulary::Node& n = nodes[i];
     const int32_t from = depth_states_[n.depth - 1];
-    int32_t to = table[size_t(from) * 256 + n.byte];
+    const uint32_t tokens_end = vocabulary_->subtree_tokens_end(i);
+    if (tokens_end - n.tokens_begin >= kRunMinTokens && n.height <= kRunCap) {
+      const GrammarAutomaton::Run& run = automaton_.run(from, kRunCap);
+      table = automaton_.table();  // finding a run may add states
+      const auto& b = below[i];
+      if (run.length >= n.height && (b[0] & ~run.bytes[0]) == 0 && (b[1] & ~run.bytes[1]) == 0 &&
+          (b[2] & ~run.bytes[2]) == 0 && (b[3] & ~run.bytes[3]) == 0) {
+        allow(n.tokens_begin, tokens_end);
+        if (successors)  // the run's states, as deep as the subtree goes
+          for (int32_t s = from, k = 0; k < n.height && s != GrammarAutomaton::kDead; ++k) {
+            s = automaton_.run_target(s);
+            if (s != GrammarAutomaton::kDead) reached(s);
+          }
+        i = n.subtree_end;
+        continue;
+      }
+    }
+    int32_t to = table[size_t(from) * classes + class_of[n.byte]];
     if (to == GrammarAutomaton::kUnknown) {
       to = automaton_.next(from, n.byte);
       table = automaton_.table();  // a new state may have moved the table
@@ -46,10 +109,8 @@ void CompiledGrammar::walk(int32_t state, std::vector<uint64_t>& bits) {
       continue;
     }
     depth_states_[n.depth] = to;
-    for (uint32_t t = n.tokens_begin; t < n.tokens_end; ++t) {
-      const auto id = uint32_t(ids[t]);
-      bits[id >> 6] |= uint64_t(1) << (id & 63);
-    }
+    allow(n.tokens_begin, n.tokens_end);
+    if (successors && n.tokens_end > n.tokens_begin) reached(to);
     ++i;
   }
 }
@@ -88,9 +149,15 @@ void GrammarConstraint::mask(std::span<float> logits) {
   for (size_t w = 0; w * 64 < n; ++w) {
     const uint64_t allowed = w < bits.size() ? bits[w] : 0;
     if (allowed == ~uint64_t(0)) continue;
-    const size_t end = std::min(n, w * 64 + 64);
-    for (size_t i = w * 64; i < end; ++i)
-      if (!((allowed >> (i & 63)) & 1)) logits[i] = kNever;
+    const size_t begin = w * 64, end = std::min(n, begin + 64);
+    if (allowed == 0) {
+      std::fill(logits.begin() + ptrdiff_t(begin), logits.begin() + ptrdiff_t(end), kNever);
+      continue;
+    }
+    for (uint64_t banned = ~allowed; banned; banned &= banned - 1) {
+      const size_t i = begin + size_t(__builtin_ctzll(banned));
+      if (i < end) logits[i] = kNever;
+    }
   }
   for (size_t e = 0; e < end_ids_.size(); ++e) {
     const auto id = size_t(end_ids_[e]);

@@ -27,7 +27,16 @@ namespace fathom::grammar {
 class CompiledGrammar {
  public:
   // Masks kept per grammar; past this, the least recently computed go.
-  static constexpr size_t kMaxCachedMasks = 1024;
+  static constexpr size_t kMaxCachedMasks = 512;
+  // A subtree is taken whole when a run covers it: worth asking for subtrees
+  // of at least kRunMinTokens tokens, followed at most kRunCap levels.
+  static constexpr uint32_t kRunMinTokens = 4;
+  static constexpr int kRunCap = 64;
+  // Bounded repetitions with more left than this share the mask of this many
+  // left (GrammarAutomaton::mask_state): inside a long maxLength string, a
+  // token of more than 32 characters is not offered — a subset that keeps
+  // the states one string visits to a few dozen.
+  static constexpr int64_t kCountHorizon = 32;
 
   CompiledGrammar(const Grammar& grammar, std::shared_ptr<const TokenVocabulary> vocabulary);
 
@@ -35,12 +44,22 @@ class CompiledGrammar {
   // Under the lock: the automaton and the cached masks change as states are met.
   std::unique_lock<std::mutex> lock() const { return std::unique_lock(mutex_); }
   GrammarAutomaton& automaton() { return automaton_; }
-  // Bit id set when token id may follow `state` (end ids not included).
+  // Bit id set when token id may follow `state` (end ids not included); a
+  // subset of them where a long repetition count is cut (see
+  // GrammarAutomaton::mask_state), which accept() never needs.
   const std::vector<uint64_t>& allowed(int32_t state);
   size_t cached_masks() const { return masks_.size(); }
+  // Makes the masks of the states tokens lead to, breadth first from the
+  // initial state, until `max_masks` are made or `max_ms` has passed: the
+  // work a request would otherwise meet one token at a time, done once when
+  // the grammar is compiled. Returns the masks made.
+  size_t warm_up(size_t max_masks = kWarmUpMasks, double max_ms = kWarmUpMs);
+  static constexpr size_t kWarmUpMasks = 512;
+  static constexpr double kWarmUpMs = 250.0;
 
  private:
-  void walk(int32_t state, std::vector<uint64_t>& bits);
+  // `successors` (optional) gets the states the allowed tokens end in.
+  void walk(int32_t state, std::vector<uint64_t>& bits, std::vector<int32_t>* successors = nullptr);
 
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   GrammarAutomaton automaton_;
@@ -48,6 +67,7 @@ class CompiledGrammar {
   std::unordered_map<int32_t, std::vector<uint64_t>> masks_;
   std::vector<int32_t> mask_order_;  // states in the order their masks were made
   std::vector<int32_t> depth_states_;
+  std::vector<bool> seen_;  // walk(): successors already listed
 };
 
 // The reasoning block a constrained answer may start with.

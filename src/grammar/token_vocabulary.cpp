@@ -37,7 +37,8 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, int64_t s
     }
     for (size_t d = common; d < s.size(); ++d) {
       path.push_back(uint32_t(nodes_.size()));
-      nodes_.push_back({uint8_t(s[d]), uint16_t(d + 1), 0, uint32_t(token_ids_.size()), uint32_t(token_ids_.size())});
+      nodes_.push_back(
+          {uint8_t(s[d]), 1, uint16_t(d + 1), 0, uint32_t(token_ids_.size()), uint32_t(token_ids_.size())});
     }
     // A token with the same bytes as the previous one joins its node.
     nodes_[path.back()].tokens_end = uint32_t(token_ids_.size() + 1);
@@ -48,6 +49,21 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, int64_t s
   while (!path.empty()) {
     nodes_[path.back()].subtree_end = uint32_t(nodes_.size());
     path.pop_back();
+  }
+  // Children come after their parent: one backward pass folds each node's bytes into its parent's.
+  subtree_bytes_.assign(nodes_.size(), ByteBits{});
+  std::vector<uint32_t> parent(nodes_.size());
+  std::vector<uint32_t> open;  // the current path while going forward
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    while (!open.empty() && nodes_[open.back()].subtree_end <= i) open.pop_back();
+    parent[i] = open.empty() ? UINT32_MAX : open.back();
+    open.push_back(i);
+  }
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    subtree_bytes_[i][nodes_[i].byte >> 6] |= uint64_t(1) << (nodes_[i].byte & 63);
+    if (parent[i] == UINT32_MAX) continue;
+    for (int w = 0; w < 4; ++w) subtree_bytes_[parent[i]][size_t(w)] |= subtree_bytes_[i][size_t(w)];
+    nodes_[parent[i]].height = uint8_t(std::max<int>(nodes_[parent[i]].height, std::min(255, nodes_[i].height + 1)));
   }
 }
 

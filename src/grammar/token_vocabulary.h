@@ -5,6 +5,7 @@
 // prefix the grammar rejects (shared prefixes are matched once).
 //
 // Built once per tokenizer and shared by every request.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,11 +33,18 @@ class TokenVocabulary {
   // exactly the path to it.
   struct Node {
     uint8_t byte;
+    uint8_t height;  // levels in its subtree, itself included (capped at 255)
     uint16_t depth;  // 1 for the root's children
     uint32_t subtree_end;
     uint32_t tokens_begin, tokens_end;
   };
   const std::vector<Node>& nodes() const { return nodes_; }
+  // The bytes of a node and of every node below it: a walk whose state loops
+  // on all of them takes the whole subtree without visiting it.
+  using ByteBits = std::array<uint64_t, 4>;
+  const std::vector<ByteBits>& subtree_bytes() const { return subtree_bytes_; }
+  // The end of the tokens under node i (they start at its tokens_begin).
+  uint32_t subtree_tokens_end(size_t i) const { return nodes_[nodes_[i].subtree_end - 1].tokens_end; }
   const std::vector<int32_t>& token_ids() const { return token_ids_; }
   int max_depth() const { return max_depth_; }
 
@@ -44,6 +52,7 @@ class TokenVocabulary {
   std::vector<std::string> bytes_;
   int64_t size_;
   std::vector<Node> nodes_;
+  std::vector<ByteBits> subtree_bytes_;
   std::vector<int32_t> token_ids_;
   int max_depth_ = 0;
 };

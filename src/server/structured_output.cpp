@@ -99,6 +99,8 @@ std::shared_ptr<grammar::CompiledGrammar> GrammarCache::compile(const OutputCons
   std::shared_ptr<grammar::CompiledGrammar> compiled;
   try {
     compiled = std::make_shared<grammar::CompiledGrammar>(g, vocabulary());
+    const auto lock = compiled->lock();
+    compiled->warm_up();
   } catch (const Error& e) {  // a grammar the automaton refuses (a $ref that recurses without input)
     throw ApiError(400, e.what(), output.param, "invalid_request_error", "unsupported_schema");
   }

@@ -45,33 +45,47 @@ TEST(TokenBytes, MatchDecodeForCompleteTokens) {
   EXPECT_EQ(gemma.token_bytes()[size_t(*gemma.token_to_id("<0x41>"))], "A");
 }
 
-// The mask from the trie walk against each token walked on its own.
+// The mask from the trie walk against each token walked on its own: never a
+// token the grammar rejects, and every token it accepts wherever no long
+// repetition count was cut (inside maxLength the mask may keep a subset).
 TEST(GrammarConstraint, MaskEqualsTokenByTokenCheck) {
   const ojson schema = ojson::parse(R"({"type": "object", "properties": {
       "id": {"type": "integer", "minimum": 1, "maximum": 999},
       "title": {"type": "string", "maxLength": 40},
-      "done": {"type": "boolean"}}, "required": ["id", "title", "done"]})");
+      "note": {"type": "string"},
+      "done": {"type": "boolean"}}, "required": ["id", "title", "note", "done"]})");
   for (const char* name : {"qwen3", "gemma3"}) {
     const Tokenizer& t = tokenizer(name);
     auto vocab = TokenVocabulary::from_tokenizer(t, t.vocab_size() + 3);
     auto compiled = std::make_shared<CompiledGrammar>(json_schema_grammar(schema), vocab);
-    const std::string text = R"({"id": 42, "title": "Buy milk ünd bread", "done": false})";
+    const std::string text = R"({"id": 42, "title": "Buy milk ünd bread", "note": "a ☃ \"quoted\" note", "done": false})";
     const int32_t end = *t.eos_token_id();
     GrammarConstraint constraint(compiled, {end});
     std::vector<float> logits(size_t(vocab->size()));
-    // Follow the text byte by byte through single-byte-prefix states, checking the mask at a few.
-    int32_t state = compiled->automaton().initial();
-    for (size_t pos = 0; pos <= text.size(); pos += 7) {
-      state = compiled->automaton().walk(compiled->automaton().initial(), text.substr(0, pos));
-      ASSERT_NE(state, GrammarAutomaton::kDead) << pos;
+    int exact = 0, cut = 0;
+    for (size_t pos = 0; pos <= text.size(); pos += 3) {
       const auto lock = compiled->lock();
+      GrammarAutomaton& a = compiled->automaton();
+      const int32_t state = a.walk(a.initial(), text.substr(0, pos));
+      ASSERT_NE(state, GrammarAutomaton::kDead) << pos;
+      const bool complete = a.mask_state(state, CompiledGrammar::kCountHorizon) == state;
+      (complete ? exact : cut) += 1;
       const std::vector<uint64_t> bits = compiled->allowed(state);
+      size_t allowed = 0, alive_count = 0;
       for (int32_t id = 0; id < int32_t(vocab->size()); ++id) {
         const std::string& b = vocab->bytes(id);
-        const bool alive = !b.empty() && compiled->automaton().walk(state, b) != GrammarAutomaton::kDead;
-        ASSERT_EQ(bool((bits[size_t(id) >> 6] >> (id & 63)) & 1), alive) << name << " at " << pos << " id " << id;
+        const bool alive = !b.empty() && a.walk(state, b) != GrammarAutomaton::kDead;
+        const bool bit = (bits[size_t(id) >> 6] >> (id & 63)) & 1;
+        if (bit) ASSERT_TRUE(alive) << name << " at " << pos << ": id " << id << " is allowed but breaks the grammar";
+        if (complete) ASSERT_EQ(bit, alive) << name << " at " << pos << " id " << id;
+        allowed += bit;
+        alive_count += alive;
       }
+      EXPECT_TRUE(allowed > 0 || a.accepting(state)) << pos;
+      if (!complete) EXPECT_GT(double(allowed), 0.5 * double(alive_count)) << pos;
     }
+    EXPECT_GT(exact, 10);
+    EXPECT_GT(cut, 2);
     // The end id comes only when the text is complete.
     std::fill(logits.begin(), logits.end(), 0.5f);
     constraint.mask(logits);
