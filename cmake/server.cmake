@@ -13,6 +13,9 @@ add_library(fathom_server STATIC
   src/server/tool_calls.cpp
   src/server/tool_call_stream.cpp
   src/server/structured_output.cpp
+  src/server/responses_request.cpp
+  src/server/responses_routes.cpp
+  src/server/response_store.cpp
   src/server/request_parsing.cpp
   src/server/server_context.cpp
   src/server/generation_session.cpp

@@ -15,6 +15,7 @@
 #include "server/bounded_http_server.h"
 #include "server/http_errors.h"
 #include "server/openai_routes.h"
+#include "server/responses_routes.h"
 #include "server/sse.h"
 #include "server/status_route.h"
 #include "server/token_routes.h"
@@ -123,6 +124,7 @@ void run_http_server(ServerContext& ctx, const std::function<void(int port)>& on
   });
   add_status_route(http, ctx);
   add_openai_routes(http, ctx);
+  add_responses_routes(http, ctx);
   add_anthropic_routes(http, ctx);
   add_token_routes(http, ctx);
   if (ctx.options.webui) add_webui_routes(http);

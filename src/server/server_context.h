@@ -13,6 +13,7 @@
 #include "server/engine_worker.h"
 #include "server/metrics.h"
 #include "server/request_parsing.h"
+#include "server/response_store.h"
 #include "server/structured_output.h"
 #include "server/tool_calls.h"
 #include "text/jinja/chat_template.h"
@@ -61,7 +62,8 @@ struct ServerContext {
   // compute dtype, the KV scheme and the backend).
   const int64_t started_at;
   const std::string system_fingerprint;
-  GrammarCache grammars;  // structured output's compiled grammars
+  GrammarCache grammars;    // structured output's compiled grammars
+  ResponseStore responses;  // the Responses API's stored conversations
   Metrics metrics;
   EngineWorker worker;  // last: its thread starts once everything above exists
 };
