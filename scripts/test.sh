@@ -31,6 +31,7 @@ echo
 echo "end-to-end tests (tests/server; the chat page in Chromium, tests/webui; fathom chat in a terminal, tests/cli):"
 (cd tests/server && FATHOM_BINARY="$root/build/fathom" node --test --test-concurrency=1 --test-reporter=spec \
   api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs memory.test.mjs speculation.test.mjs batching.test.mjs prefix_cache.test.mjs api_surface.test.mjs \
+  structured_output.test.mjs responses.test.mjs agent_clients.test.mjs \
   ../webui/chat_page.test.mjs ../cli/chat.test.mjs) 2>&1 | tee "$log/node"
 node_rc=${PIPESTATUS[0]}
 sanitize_total=0; sanitize_failed=0

@@ -163,18 +163,25 @@ Element JsonSchemaCompiler::whitespace() {
              g_.choice({{}, {g_.byte(' ')}, {g_.byte('\n'), g_.repeat({g_.byte(' ')}, 0, kMaxIndent)}}, "ws");
 }
 
-Element JsonSchemaCompiler::string_char() {
-  if (const auto it = shared_.find("char"); it != shared_.end()) return it->second;
+Element JsonSchemaCompiler::string_char(bool counted) {
+  // A counted string (minLength, maxLength) keeps to characters that are one
+  // code point and one UTF-16 unit however they are read: no characters
+  // beyond U+FFFF and no \u escapes (a surrogate pair would be two escapes
+  // but one character). JSON Schema counts code points, JavaScript's zod
+  // counts UTF-16 units; these strings pass both.
+  const char* key = counted ? "char_counted" : "char";
+  if (const auto it = shared_.find(key); it != shared_.end()) return it->second;
   ByteSet escaped, hex;
   for (const char c : std::string("\"\\/bfnrt")) escaped.set(uint8_t(c));
   for (const char c : std::string("0123456789abcdefABCDEF")) hex.set(uint8_t(c));
-  Sequence unicode_escape = g_.literal("\\u");
-  unicode_escape.push_back(g_.repeat({g_.bytes(hex)}, 4, 4));
-  const Element ch = g_.choice({{g_.code_point_ranges({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}})},
-                                {g_.byte('\\'), g_.bytes(escaped)},
-                                std::move(unicode_escape)},
-                               "string_char");
-  return shared_["char"] = ch;
+  std::vector<Sequence> alts = {{g_.code_point_ranges({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, counted ? 0xFFFF : 0x10FFFF}})},
+                                {g_.byte('\\'), g_.bytes(escaped)}};
+  if (!counted) {
+    Sequence unicode_escape = g_.literal("\\u");
+    unicode_escape.push_back(g_.repeat({g_.bytes(hex)}, 4, 4));
+    alts.push_back(std::move(unicode_escape));
+  }
+  return shared_[key] = g_.choice(std::move(alts), "string_char");
 }
 
 Element JsonSchemaCompiler::any_string() {
@@ -321,7 +328,7 @@ Element JsonSchemaCompiler::string_value(const ojson& schema, const std::string&
   const int64_t max = count_field(schema, "maxLength", -1, path);
   if (max >= 0 && max < min) unsupported(path, "maxLength below minLength");
   if (min == 0 && max < 0) return any_string();
-  return g_.choice({{quote, g_.repeat({string_char()}, min, max), quote}}, "string");
+  return g_.choice({{quote, g_.repeat({string_char(true)}, min, max), quote}}, "string");
 }
 
 Element JsonSchemaCompiler::integer_value(const ojson& schema, const std::string& path) {

@@ -55,7 +55,7 @@ class JsonSchemaCompiler {
   Element reference(const std::string& ref, const std::string& path);
   Element any_value();
   Element any_string();
-  Element string_char();
+  Element string_char(bool counted = false);
   Element json_literal(const nlohmann::ordered_json& value);
 
   Grammar& g_;

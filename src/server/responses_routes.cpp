@@ -105,7 +105,8 @@ class ResponsesStream final : public SseFormatter {
 
   std::string begin() override {
     const ojson r = response_object(ctx_, f_, "in_progress", ojson::array(), nullptr);
-    return event("response.created", {{"response", r}}) + event("response.in_progress", {{"response", r}});
+    std::string out = event("response.created", {{"response", r}});
+    return out + event("response.in_progress", {{"response", r}});
   }
 
   std::string delta(const Delta& d) override {
@@ -121,7 +122,8 @@ class ResponsesStream final : public SseFormatter {
       return event("response.failed", {{"response", response_object(ctx_, f_, "failed", items_, nullptr, nullptr, error)}});
     }
     std::string out = answer(calls_.finish());
-    out += close_reasoning() + close_message();
+    out += close_reasoning();
+    out += close_message();
     const auto [status, incomplete] = ending(s);
     store(ctx_, f_, items_);
     const ojson r = response_object(ctx_, f_, status, items_, usage_of(s), incomplete);
@@ -184,7 +186,8 @@ class ResponsesStream final : public SseFormatter {
                                                   {"logprobs", ojson::array()}});
     }
     for (const ToolCall& call : piece.calls) {
-      out += close_reasoning() + close_message();
+      out += close_reasoning();
+      out += close_message();
       const std::string id = random_id("fc_"), call_id = random_id("call_");
       const size_t index = next_index();
       out += event("response.output_item.added", {{"output_index", index}, {"item", call_item(id, call_id, call, "in_progress")}});
