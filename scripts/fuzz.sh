@@ -31,15 +31,16 @@ for arg in "$@"; do
 done
 
 all_targets=(fuzz_safetensors_header fuzz_model_config fuzz_tokenizer fuzz_tokenizer_encode fuzz_jinja
-             fuzz_openai_request fuzz_anthropic_request fuzz_tool_calls fuzz_sse)
+             fuzz_openai_request fuzz_anthropic_request fuzz_tool_calls fuzz_sse fuzz_json_schema)
 targets=("${selected[@]:-${all_targets[@]}}")
 # The longest input libFuzzer makes per target (and at least the largest seed, which it would cut).
 declare -A max_len=(
   [fuzz_safetensors_header]=4096 [fuzz_model_config]=4096 [fuzz_tokenizer]=12288
   [fuzz_tokenizer_encode]=2048 [fuzz_jinja]=20480 [fuzz_openai_request]=8192
-  [fuzz_anthropic_request]=8192 [fuzz_tool_calls]=4096 [fuzz_sse]=4096)
+  [fuzz_anthropic_request]=8192 [fuzz_tool_calls]=4096 [fuzz_sse]=4096 [fuzz_json_schema]=4096)
 declare -A dict=([fuzz_jinja]=jinja.dict [fuzz_openai_request]=request.dict [fuzz_anthropic_request]=request.dict
-                 [fuzz_model_config]=request.dict [fuzz_safetensors_header]=request.dict)
+                 [fuzz_model_config]=request.dict [fuzz_safetensors_header]=request.dict
+                 [fuzz_json_schema]=schema.dict)
 
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 if [ "$build" = 1 ]; then

@@ -75,7 +75,8 @@ std::span<const float> SequenceRun::row(const Tensor& logits, int64_t r) {
   if (!request_.adjust_logits && !request_.constraint) return raw;
   adjusted_.assign(raw.begin(), raw.end());  // valid until the next row
   if (request_.adjust_logits) request_.adjust_logits(adjusted_, result_.ids);
-  if (request_.constraint) request_.constraint->mask(adjusted_);
+  if (request_.constraint)
+    request_.constraint->mask(adjusted_, request_.max_new_tokens - int64_t(result_.ids.size()));
   return adjusted_;
 }
 

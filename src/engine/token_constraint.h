@@ -15,7 +15,9 @@ class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;
   // Sets the logits of every token not allowed now to -infinity.
-  virtual void mask(std::span<float> logits) = 0;
+  // `tokens_left`: the tokens this sequence may still emit, this one and its
+  // end token included; a constraint may use it to finish in time.
+  virtual void mask(std::span<float> logits, int64_t tokens_left) = 0;
   // Moves past `id`; false (and no change) when it is not allowed now.
   virtual bool accept(int32_t id) = 0;
   // Takes back the last `tokens` accepted ones.

@@ -110,6 +110,7 @@ int32_t GrammarAutomaton::intern(Closure closure) {
   states_.push_back({std::move(closure.stacks), closure.accepting});
   next_.resize(states_.size() * classes_, kUnknown);
   runs_.resize(states_.size());
+  distance_.resize(states_.size(), -1);
   return it->second;
 }
 
@@ -162,6 +163,30 @@ int32_t GrammarAutomaton::mask_state(int32_t state, int64_t horizon) {
   const int32_t out = changed ? intern(std::move(c)) : state;
   mask_states_[key] = out;
   return out;
+}
+
+int GrammarAutomaton::distance(int32_t state) {
+  if (distance_[size_t(state)] >= 0) return distance_[size_t(state)];
+  // Breadth first over byte classes: the first accepting state met is nearest.
+  std::vector<int32_t> level = {state}, next_level;
+  std::unordered_map<int32_t, bool> seen = {{state, true}};
+  int found = kFar;
+  for (int d = 0; !level.empty() && seen.size() < kMaxSearch && found == kFar; ++d) {
+    next_level.clear();
+    for (const int32_t s : level) {
+      if (states_[size_t(s)].accepting) {
+        found = d;
+        break;
+      }
+      for (size_t cls = 0; cls < classes_; ++cls) {
+        const int32_t t = next(s, representative_[cls]);
+        if (t != kDead && seen.emplace(t, true).second) next_level.push_back(t);
+      }
+    }
+    level.swap(next_level);
+  }
+  distance_[size_t(state)] = found;
+  return found;
 }
 
 void GrammarAutomaton::find_run(int32_t state) {

@@ -67,6 +67,13 @@ class GrammarAutomaton {
     int length = 0;
   };
   const Run& run(int32_t state, int cap);
+  // The fewest bytes after which the text from `state` is complete (0 when
+  // it is already), or kFar when no completion is found within kMaxSearch
+  // states.
+  static constexpr int kFar = 1 << 30;
+  static constexpr size_t kMaxSearch = 4096;
+  int distance(int32_t state);
+
   // Where a run's bytes lead from `state` (valid after run()).
   int32_t run_target(int32_t state) const { return runs_[size_t(state)].target; }
 
@@ -115,6 +122,7 @@ class GrammarAutomaton {
     int known = -1;  // run.length is exact up to this cap (-1: not computed)
   };
   std::vector<RunInfo> runs_;
+  std::vector<int> distance_;  // per state; -1: not searched yet
 };
 
 }  // namespace fathom::grammar

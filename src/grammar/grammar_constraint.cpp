@@ -129,7 +129,7 @@ bool GrammarConstraint::is_end(int32_t id) const {
   return std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end();
 }
 
-void GrammarConstraint::mask(std::span<float> logits) {
+void GrammarConstraint::mask(std::span<float> logits, int64_t tokens_left) {
   const int32_t state = history_.back();
   if (state == kInactive) return;
   constexpr float kNever = -std::numeric_limits<float>::infinity();
@@ -164,6 +164,34 @@ void GrammarConstraint::mask(std::span<float> logits) {
     if (id < n) logits[id] = can_end ? kept_[e] : kNever;
   }
   if (may_open) logits[size_t(reasoning_.open)] = open_logit;
+  finish_in_time(logits, state, tokens_left);
+}
+
+void GrammarConstraint::finish_in_time(std::span<float> logits, int32_t state, int64_t tokens_left) {
+  GrammarAutomaton& automaton = grammar_->automaton();
+  // This token, the bytes still needed after it (one per token at worst), and the end token.
+  const int64_t room = tokens_left - 2;
+  const int needed = automaton.distance(state);
+  // Only near the end: a token moves the text at most a few bytes closer.
+  if (needed == GrammarAutomaton::kFar || room > needed + kFinishMargin) return;
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  const TokenVocabulary& vocabulary = grammar_->vocabulary();
+  banned_.clear();
+  size_t kept = 0;
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (logits[id] == kNever) continue;
+    if (is_end(int32_t(id))) {
+      ++kept;
+      continue;
+    }
+    const std::string& bytes = vocabulary.bytes(int32_t(id));
+    const int32_t after = bytes.empty() ? GrammarAutomaton::kDead : automaton.walk(state, bytes);
+    if (after == GrammarAutomaton::kDead || automaton.distance(after) > room) banned_.push_back(id);
+    else ++kept;
+  }
+  // When nothing can finish in time, finishing late beats not going on at all.
+  if (kept == 0) return;
+  for (const size_t id : banned_) logits[id] = kNever;
 }
 
 bool GrammarConstraint::accept(int32_t id) {

@@ -6,7 +6,10 @@
 // CompiledGrammar, so a state's mask is computed once for all of them.
 //
 // End ids (the request's stop tokens) are allowed exactly when the text so far
-// is complete; once it cannot go on, they are the only tokens allowed. A
+// is complete; once it cannot go on, they are the only tokens allowed. Near
+// the end of the token budget only tokens after which the text can still be
+// completed (and ended) in time are allowed, so an answer that could fit is
+// never cut off mid-JSON by max_tokens. A
 // reasoning block (<think>…</think>) passes unconstrained: from the start when
 // the prompt opened it, or when the first token opens it; the constraint
 // starts after its closing token.
@@ -82,7 +85,7 @@ class GrammarConstraint final : public TokenConstraint {
   GrammarConstraint(std::shared_ptr<CompiledGrammar> grammar, std::vector<int32_t> end_ids,
                     ReasoningTokens reasoning = {});
 
-  void mask(std::span<float> logits) override;
+  void mask(std::span<float> logits, int64_t tokens_left) override;
   bool accept(int32_t id) override;
   void rollback(int64_t tokens) override;
 
@@ -92,13 +95,19 @@ class GrammarConstraint final : public TokenConstraint {
 
  private:
   static constexpr int32_t kInactive = -3, kFinished = -4;
+  // How many tokens before the last possible moment the budget check begins.
+  static constexpr int64_t kFinishMargin = 8;
   bool is_end(int32_t id) const;
   bool may_open_reasoning() const { return reasoning_.may_open && history_.size() == 1; }
+  // Bans the allowed tokens after which the text could not be completed and
+  // ended within `tokens_left` (one byte per token at worst).
+  void finish_in_time(std::span<float> logits, int32_t state, int64_t tokens_left);
 
   std::shared_ptr<CompiledGrammar> grammar_;
   std::vector<int32_t> end_ids_;
   ReasoningTokens reasoning_;
-  std::vector<float> kept_;  // end ids' logits while mask() runs
+  std::vector<float> kept_;     // end ids' logits while mask() runs
+  std::vector<size_t> banned_;  // finish_in_time()'s scratch
   std::vector<int32_t> history_;  // the automaton state after each accepted token; [0]: before any
 };
 

@@ -21,7 +21,7 @@ namespace {
 class EveryThirdToken final : public TokenConstraint {
  public:
   static bool allowed(int64_t id, int64_t position) { return (id + position) % 3 == 0; }
-  void mask(std::span<float> logits) override {
+  void mask(std::span<float> logits, int64_t) override {
     for (size_t id = 0; id < logits.size(); ++id)
       if (!allowed(int64_t(id), position_)) logits[id] = -std::numeric_limits<float>::infinity();
   }

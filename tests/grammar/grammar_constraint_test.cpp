@@ -88,12 +88,12 @@ TEST(GrammarConstraint, MaskEqualsTokenByTokenCheck) {
     EXPECT_GT(cut, 2);
     // The end id comes only when the text is complete.
     std::fill(logits.begin(), logits.end(), 0.5f);
-    constraint.mask(logits);
+    constraint.mask(logits, 1 << 20);
     EXPECT_TRUE(std::isinf(logits[size_t(end)]));
     EXPECT_TRUE(std::isinf(logits[size_t(vocab->size() - 1)]));  // ids past the tokenizer
     for (const int32_t id : t.encode(text, false)) ASSERT_TRUE(constraint.accept(id)) << id;
     std::fill(logits.begin(), logits.end(), 0.5f);
-    constraint.mask(logits);
+    constraint.mask(logits, 1 << 20);
     EXPECT_EQ(logits[size_t(end)], 0.5f);
     EXPECT_FALSE(constraint.accept(t.encode("a", false).at(0)));
     EXPECT_TRUE(constraint.accept(end));
@@ -122,7 +122,7 @@ TEST(GrammarConstraint, RandomLogitsUnderTheMaskGiveValidJson) {
     std::vector<int32_t> ids;
     for (int step = 0; step < 400; ++step) {
       for (float& x : logits) x = noise(rng);
-      c.mask(logits);
+      c.mask(logits, 1 << 20);
       const int32_t id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
       ASSERT_FALSE(std::isinf(logits[size_t(id)]));
       ASSERT_TRUE(c.accept(id));
@@ -138,6 +138,40 @@ TEST(GrammarConstraint, RandomLogitsUnderTheMaskGiveValidJson) {
   EXPECT_LT(compiled->cached_masks(), CompiledGrammar::kMaxCachedMasks);
 }
 
+// With a token budget, the answer ends inside it: near the end only tokens
+// after which the text can still be completed (and the end token emitted) in
+// time are allowed.
+TEST(GrammarConstraint, AnswersFinishWithinTheTokenBudget) {
+  const ojson schema = ojson::parse(R"({"type": "object", "properties": {
+      "items": {"type": "array", "items": {"type": "object", "properties": {"note": {"type": "string"}}, "required": ["note"]}},
+      "done": {"type": "boolean"}}, "required": ["items", "done"]})");
+  const Tokenizer& t = tokenizer("qwen3");
+  auto vocab = TokenVocabulary::from_tokenizer(t, t.vocab_size());
+  auto compiled = std::make_shared<CompiledGrammar>(json_schema_grammar(schema), vocab);
+  const int32_t end = *t.eos_token_id();
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> noise(0.0f, 3.0f);
+  std::vector<float> logits(size_t(vocab->size()));
+  for (const int budget : {24, 40, 64}) {
+    for (int sample = 0; sample < 4; ++sample) {
+      GrammarConstraint c(compiled, {end});
+      std::vector<int32_t> ids;
+      bool ended = false;
+      for (int step = 0; step < budget && !ended; ++step) {
+        for (float& x : logits) x = noise(rng);
+        c.mask(logits, budget - step);
+        const int32_t id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        ASSERT_TRUE(c.accept(id));
+        ended = id == end;
+        if (!ended) ids.push_back(id);
+      }
+      ASSERT_TRUE(ended) << "budget " << budget << ": " << t.decode(ids);
+      const ojson v = ojson::parse(t.decode(ids));
+      EXPECT_TRUE(v["done"].is_boolean());
+    }
+  }
+}
+
 TEST(GrammarConstraint, StartsAfterTheReasoningBlock) {
   const Tokenizer& t = tokenizer("qwen3");
   auto vocab = TokenVocabulary::from_tokenizer(t, t.vocab_size());
@@ -145,12 +179,12 @@ TEST(GrammarConstraint, StartsAfterTheReasoningBlock) {
   const int32_t think_end = *t.token_to_id("</think>");
   GrammarConstraint c(compiled, {*t.eos_token_id()}, ReasoningTokens{*t.token_to_id("<think>"), think_end, true, false});
   std::vector<float> logits(size_t(vocab->size()), 1.0f);
-  c.mask(logits);
+  c.mask(logits, 1 << 20);
   EXPECT_EQ(std::count(logits.begin(), logits.end(), 1.0f), int64_t(logits.size()));  // free while reasoning
   for (const int32_t id : t.encode("Let me think.", false)) EXPECT_TRUE(c.accept(id));
   EXPECT_TRUE(c.accept(think_end));
   EXPECT_TRUE(c.active());
-  c.mask(logits);
+  c.mask(logits, 1 << 20);
   EXPECT_TRUE(std::isinf(logits[size_t(t.encode("Let", false)[0])]));
   EXPECT_FALSE(std::isinf(logits[size_t(t.encode("true", false)[0])]));
   c.rollback(1);
@@ -160,12 +194,12 @@ TEST(GrammarConstraint, StartsAfterTheReasoningBlock) {
   const int32_t think_open = *t.token_to_id("<think>");
   GrammarConstraint may(compiled, {*t.eos_token_id()}, ReasoningTokens{think_open, think_end, false, true});
   std::fill(logits.begin(), logits.end(), 1.0f);
-  may.mask(logits);
+  may.mask(logits, 1 << 20);
   EXPECT_EQ(logits[size_t(think_open)], 1.0f);
   EXPECT_TRUE(std::isinf(logits[size_t(t.encode("Let", false)[0])]));
   ASSERT_TRUE(may.accept(t.encode("true", false)[0]));
   std::fill(logits.begin(), logits.end(), 1.0f);
-  may.mask(logits);
+  may.mask(logits, 1 << 20);
   EXPECT_TRUE(std::isinf(logits[size_t(think_open)]));
   may.rollback(1);
   ASSERT_TRUE(may.accept(think_open));
