@@ -56,6 +56,28 @@ GrammarAutomaton::GrammarAutomaton(const Grammar& grammar) : sets_(grammar.byte_
   const uint32_t entry = uint32_t(code_.size());
   code_.push_back({Op::rule, grammar.root()});
   code_.push_back({Op::end, 0});
+  // The shortest expansion of each rule (a fixed point: rules may recurse),
+  // then what each position still needs to the end of its alternative.
+  std::vector<int64_t> shortest(rules.size(), kFar);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules.size(); ++r) {
+      for (const Sequence& alt : rules[r].alternatives) {
+        int64_t n = 0;
+        for (const Element& e : alt) n += e.kind == Element::Kind::bytes ? 1 : shortest[e.index];
+        if (n < shortest[r]) {
+          shortest[r] = n;
+          changed = true;
+        }
+      }
+    }
+  }
+  rest_.assign(code_.size(), 0);
+  for (size_t p = code_.size(); p-- > 0;) {
+    if (code_[p].op == Op::end) continue;
+    const int64_t self = code_[p].op == Op::bytes ? 1 : shortest[code_[p].index];
+    rest_[p] = int(std::min<int64_t>(kFar, self + rest_[p + 1]));
+  }
   Closure c;
   expand({entry}, c, 0);
   intern(std::move(c));
@@ -167,26 +189,15 @@ int32_t GrammarAutomaton::mask_state(int32_t state, int64_t horizon) {
 
 int GrammarAutomaton::distance(int32_t state) {
   if (distance_[size_t(state)] >= 0) return distance_[size_t(state)];
-  // Breadth first over byte classes: the first accepting state met is nearest.
-  std::vector<int32_t> level = {state}, next_level;
-  std::unordered_map<int32_t, bool> seen = {{state, true}};
-  int found = kFar;
-  for (int d = 0; !level.empty() && seen.size() < kMaxSearch && found == kFar; ++d) {
-    next_level.clear();
-    for (const int32_t s : level) {
-      if (states_[size_t(s)].accepting) {
-        found = d;
-        break;
-      }
-      for (size_t cls = 0; cls < classes_; ++cls) {
-        const int32_t t = next(s, representative_[cls]);
-        if (t != kDead && seen.emplace(t, true).second) next_level.push_back(t);
-      }
-    }
-    level.swap(next_level);
+  const State& s = states_[size_t(state)];
+  int64_t best = s.accepting ? 0 : kFar;
+  for (const Stack& stack : s.stacks) {
+    int64_t d = 0;
+    for (const uint32_t p : stack) d += rest_[p];
+    best = std::min(best, d);
   }
-  distance_[size_t(state)] = found;
-  return found;
+  distance_[size_t(state)] = int(std::min<int64_t>(best, kFar));
+  return distance_[size_t(state)];
 }
 
 void GrammarAutomaton::find_run(int32_t state) {

@@ -68,10 +68,9 @@ class GrammarAutomaton {
   };
   const Run& run(int32_t state, int cap);
   // The fewest bytes after which the text from `state` is complete (0 when
-  // it is already), or kFar when no completion is found within kMaxSearch
-  // states.
+  // it is already; kFar when it never can be): for each stack, what its
+  // frames still need at the least, from the grammar's shortest expansions.
   static constexpr int kFar = 1 << 30;
-  static constexpr size_t kMaxSearch = 4096;
   int distance(int32_t state);
 
   // Where a run's bytes lead from `state` (valid after run()).
@@ -122,7 +121,8 @@ class GrammarAutomaton {
     int known = -1;  // run.length is exact up to this cap (-1: not computed)
   };
   std::vector<RunInfo> runs_;
-  std::vector<int> distance_;  // per state; -1: not searched yet
+  std::vector<int> distance_;  // per state; -1: not computed yet
+  std::vector<int> rest_;      // per code position: the fewest bytes to the end of its alternative
 };
 
 }  // namespace fathom::grammar

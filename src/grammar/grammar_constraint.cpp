@@ -52,7 +52,20 @@ size_t CompiledGrammar::warm_up(size_t max_masks, double max_ms) {
   return made;
 }
 
-void CompiledGrammar::walk(int32_t state, std::vector<uint64_t>& bits, std::vector<int32_t>* successors) {
+const CompiledGrammar::Distances& CompiledGrammar::distances(int32_t state) {
+  if (const auto it = distances_.find(state); it != distances_.end()) return it->second;
+  if (distances_.size() >= kMaxCachedMasks) distances_.clear();
+  Distances d;
+  d.needed = automaton_.distance(state);
+  std::vector<uint64_t> bits(size_t(vocabulary_->size() + 63) / 64, 0);
+  walk(state, bits, nullptr, &d);
+  for (const auto& [distance, id] : d.off) d.most = std::max(d.most, distance);
+  d.most = std::max(d.most, d.needed);
+  return distances_.emplace(state, std::move(d)).first->second;
+}
+
+void CompiledGrammar::walk(int32_t state, std::vector<uint64_t>& bits, std::vector<int32_t>* successors,
+                           Distances* off) {
   // One pass over the trie in preorder: a node's state is its parent's
   // (depth - 1) state moved by its byte; a dead one skips its subtree, and so
   // does one the parent's run covers (all its tokens are allowed).
@@ -87,8 +100,14 @@ void CompiledGrammar::walk(int32_t state, std::vector<uint64_t>& bits, std::vect
       const GrammarAutomaton::Run& run = automaton_.run(from, kRunCap);
       table = automaton_.table();  // finding a run may add states
       const auto& b = below[i];
-      if (run.length >= n.height && (b[0] & ~run.bytes[0]) == 0 && (b[1] & ~run.bytes[1]) == 0 &&
-          (b[2] & ~run.bytes[2]) == 0 && (b[3] & ~run.bytes[3]) == 0) {
+      bool covered = run.length >= n.height && (b[0] & ~run.bytes[0]) == 0 && (b[1] & ~run.bytes[1]) == 0 &&
+                     (b[2] & ~run.bytes[2]) == 0 && (b[3] & ~run.bytes[3]) == 0;
+      // Listing distances, a subtree is taken whole only when all of it leaves the distance as it is.
+      for (int32_t s = from, k = 0; covered && off && k < n.height; ++k) {
+        s = automaton_.run_target(s);
+        covered = automaton_.distance(s) == off->needed;
+      }
+      if (covered) {
         allow(n.tokens_begin, tokens_end);
         if (successors)  // the run's states, as deep as the subtree goes
           for (int32_t s = from, k = 0; k < n.height && s != GrammarAutomaton::kDead; ++k) {
@@ -111,6 +130,11 @@ void CompiledGrammar::walk(int32_t state, std::vector<uint64_t>& bits, std::vect
     depth_states_[n.depth] = to;
     allow(n.tokens_begin, n.tokens_end);
     if (successors && n.tokens_end > n.tokens_begin) reached(to);
+    if (off && n.tokens_end > n.tokens_begin) {
+      const int d = automaton_.distance(to);
+      if (d != off->needed)
+        for (uint32_t t = n.tokens_begin; t < n.tokens_end; ++t) off->off.emplace_back(d, ids[t]);
+    }
     ++i;
   }
 }
@@ -168,30 +192,39 @@ void GrammarConstraint::mask(std::span<float> logits, int64_t tokens_left) {
 }
 
 void GrammarConstraint::finish_in_time(std::span<float> logits, int32_t state, int64_t tokens_left) {
-  GrammarAutomaton& automaton = grammar_->automaton();
   // This token, the bytes still needed after it (one per token at worst), and the end token.
   const int64_t room = tokens_left - 2;
-  const int needed = automaton.distance(state);
+  const int needed = grammar_->automaton().distance(state);
   // Only near the end: a token moves the text at most a few bytes closer.
   if (needed == GrammarAutomaton::kFar || room > needed + kFinishMargin) return;
+  const CompiledGrammar::Distances& d = grammar_->distances(state);
+  if (room >= d.most) return;
   constexpr float kNever = -std::numeric_limits<float>::infinity();
-  const TokenVocabulary& vocabulary = grammar_->vocabulary();
-  banned_.clear();
-  size_t kept = 0;
-  for (size_t id = 0; id < logits.size(); ++id) {
-    if (logits[id] == kNever) continue;
-    if (is_end(int32_t(id))) {
-      ++kept;
-      continue;
-    }
-    const std::string& bytes = vocabulary.bytes(int32_t(id));
-    const int32_t after = bytes.empty() ? GrammarAutomaton::kDead : automaton.walk(state, bytes);
-    if (after == GrammarAutomaton::kDead || automaton.distance(after) > room) banned_.push_back(id);
-    else ++kept;
+  if (room >= d.needed) {  // most tokens keep the distance: ban those that add too much
+    for (const auto& [distance, id] : d.off)
+      if (distance > room && size_t(id) < logits.size()) logits[size_t(id)] = kNever;
+    return;
+  }
+  // Behind: only tokens that bring the end closer — within reach if some
+  // are, else any that makes progress (the answer then ends as soon as it can).
+  bool reachable = false;
+  for (const auto& [distance, id] : d.off)
+    reachable = reachable || (distance <= room && size_t(id) < logits.size() && logits[size_t(id)] != kNever);
+  const int64_t limit = reachable ? room : int64_t(d.needed) - 1;
+  kept_.assign(logits.size(), kNever);
+  bool any = false;
+  for (const auto& [distance, id] : d.off) {
+    if (distance > limit || size_t(id) >= logits.size() || logits[size_t(id)] == kNever) continue;
+    kept_[size_t(id)] = logits[size_t(id)];
+    any = true;
+  }
+  for (const int32_t e : end_ids_) {
+    if (size_t(e) >= logits.size() || logits[size_t(e)] == kNever) continue;
+    kept_[size_t(e)] = logits[size_t(e)];
+    any = true;
   }
   // When nothing can finish in time, finishing late beats not going on at all.
-  if (kept == 0) return;
-  for (const size_t id : banned_) logits[id] = kNever;
+  if (any) std::copy(kept_.begin(), kept_.end(), logits.begin());
 }
 
 bool GrammarConstraint::accept(int32_t id) {

@@ -9,7 +9,9 @@
 // is complete; once it cannot go on, they are the only tokens allowed. Near
 // the end of the token budget only tokens after which the text can still be
 // completed (and ended) in time are allowed, so an answer that could fit is
-// never cut off mid-JSON by max_tokens. A
+// not cut off mid-JSON by max_tokens; one already behind (its shortest
+// completion is longer than the tokens left) may only take tokens that bring
+// the end closer. A
 // reasoning block (<think>…</think>) passes unconstrained: from the start when
 // the prompt opened it, or when the first token opens it; the constraint
 // starts after its closing token.
@@ -57,17 +59,29 @@ class CompiledGrammar {
   // work a request would otherwise meet one token at a time, done once when
   // the grammar is compiled. Returns the masks made.
   size_t warm_up(size_t max_masks = kWarmUpMasks, double max_ms = kWarmUpMs);
+
+  // The tokens `state` allows whose text leaves a different distance to
+  // completion (GrammarAutomaton::distance) than `needed`, the state's own —
+  // a short list next to the tokens that keep it; for finishing in time.
+  struct Distances {
+    int needed = 0, most = 0;
+    std::vector<std::pair<int, int32_t>> off;  // (distance after the token, token)
+  };
+  const Distances& distances(int32_t state);
   static constexpr size_t kWarmUpMasks = 512;
   static constexpr double kWarmUpMs = 250.0;
 
  private:
   // `successors` (optional) gets the states the allowed tokens end in.
-  void walk(int32_t state, std::vector<uint64_t>& bits, std::vector<int32_t>* successors = nullptr);
+  // `off` (optional) gets the tokens whose distance to completion differs from off->needed.
+  void walk(int32_t state, std::vector<uint64_t>& bits, std::vector<int32_t>* successors = nullptr,
+            Distances* off = nullptr);
 
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   GrammarAutomaton automaton_;
   mutable std::mutex mutex_;
   std::unordered_map<int32_t, std::vector<uint64_t>> masks_;
+  std::unordered_map<int32_t, Distances> distances_;
   std::vector<int32_t> mask_order_;  // states in the order their masks were made
   std::vector<int32_t> depth_states_;
   std::vector<bool> seen_;  // walk(): successors already listed
@@ -96,7 +110,7 @@ class GrammarConstraint final : public TokenConstraint {
  private:
   static constexpr int32_t kInactive = -3, kFinished = -4;
   // How many tokens before the last possible moment the budget check begins.
-  static constexpr int64_t kFinishMargin = 8;
+  static constexpr int64_t kFinishMargin = 64;
   bool is_end(int32_t id) const;
   bool may_open_reasoning() const { return reasoning_.may_open && history_.size() == 1; }
   // Bans the allowed tokens after which the text could not be completed and
@@ -107,7 +121,7 @@ class GrammarConstraint final : public TokenConstraint {
   std::vector<int32_t> end_ids_;
   ReasoningTokens reasoning_;
   std::vector<float> kept_;     // end ids' logits while mask() runs
-  std::vector<size_t> banned_;  // finish_in_time()'s scratch
+
   std::vector<int32_t> history_;  // the automaton state after each accepted token; [0]: before any
 };
 

@@ -81,12 +81,16 @@ ojson tool_calls_json(const std::vector<ToolCall>& calls, bool streaming, size_t
   return out;
 }
 
+// One choice's chunks. A stream of one choice ends with its usage and
+// [DONE]; with several (n > 1), chat_stream_trailer() writes them once all
+// choices have ended, and every choice shares the stream's id and time.
 class ChatStream final : public SseFormatter {
  public:
-  ChatStream(const ServerContext& ctx, const ChatRequest& req)
+  ChatStream(const ServerContext& ctx, const ChatRequest& req, size_t index = 0, bool closes = true,
+             std::string id = random_id("chatcmpl-"), int64_t created = unix_time())
       : ctx_(ctx), tools_(req.tools_enabled && ctx.tool_format != ToolCallFormat::none),
-        logprobs_(req.gen.top_logprobs >= 0), include_usage_(req.gen.include_usage),
-        calls_(tools_ ? ctx.tool_format : ToolCallFormat::none) {}
+        logprobs_(req.gen.top_logprobs >= 0), include_usage_(req.gen.include_usage), closes_(closes),
+        index_(index), id_(std::move(id)), created_(created), calls_(tools_ ? ctx.tool_format : ToolCallFormat::none) {}
 
   std::string begin() override { return chunk({{"role", "assistant"}, {"content", ""}}, nullptr); }
 
@@ -109,10 +113,16 @@ class ChatStream final : public SseFormatter {
     if (!piece.content.empty()) out += chunk({{"content", piece.content}}, nullptr);
     out += calls(piece.calls);
     out += chunk(ojson::object(), finish_reason_of(s, calls_.calls() > 0));
+    return closes_ ? out + trailer({&s}) : out;
+  }
+
+  // The usage chunk (when asked for) over every choice, and [DONE].
+  std::string trailer(const std::vector<const GenerationSession*>& choices) const {
+    std::string out;
     if (include_usage_) {
       ojson usage_chunk = base();
       usage_chunk["choices"] = ojson::array();
-      usage_chunk["usage"] = usage_of(s);
+      usage_chunk["usage"] = usage_of(choices);
       out += sse_data(usage_chunk);
     }
     return out + "data: [DONE]\n\n";
@@ -134,16 +144,17 @@ class ChatStream final : public SseFormatter {
   }
   std::string chunk(ojson delta, ojson finish_reason, ojson logprobs = nullptr) {
     ojson c = base();
-    c["choices"] = ojson::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
+    c["choices"] = ojson::array({{{"index", index_}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
                                   {"finish_reason", std::move(finish_reason)}}});
     if (include_usage_) c["usage"] = nullptr;
     return sse_data(c);
   }
 
   const ServerContext& ctx_;
-  const bool tools_, logprobs_, include_usage_;
-  const std::string id_ = random_id("chatcmpl-");
-  const int64_t created_ = unix_time();
+  const bool tools_, logprobs_, include_usage_, closes_;
+  const size_t index_;
+  const std::string id_;
+  const int64_t created_;
   ToolCallStream calls_;
   size_t sent_calls_ = 0;
 };
@@ -170,7 +181,21 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
                                                            prompt.starts_in_reasoning));
     choices.push_back(sessions.back().get());
   }
-  if (request.gen.stream) return stream_session(res, sessions.front(), std::make_shared<ChatStream>(ctx, request));
+  if (request.gen.stream && sessions.size() == 1)
+    return stream_session(res, sessions.front(), std::make_shared<ChatStream>(ctx, request));
+  if (request.gen.stream) {
+    const std::string id = random_id("chatcmpl-");
+    const int64_t created = unix_time();
+    std::vector<std::shared_ptr<SseFormatter>> formatters;
+    for (size_t i = 0; i < sessions.size(); ++i)
+      formatters.push_back(std::make_shared<ChatStream>(ctx, request, i, /*closes=*/false, id, created));
+    auto last = std::static_pointer_cast<ChatStream>(formatters.back());
+    return stream_sessions(res, sessions, formatters, [last](const auto& all) {
+      std::vector<const GenerationSession*> choices;
+      for (const auto& s : all) choices.push_back(s.get());
+      return last->trailer(choices);
+    });
+  }
   respond_when_all_done(res, choices, [&ctx, &request, &choices](std::vector<Delta>& all) {
     ojson answers = ojson::array();
     for (size_t i = 0; i < all.size(); ++i) {

@@ -309,7 +309,6 @@ ChatRequest parse_chat_request(const ojson& body) {
     r.chat_template_kwargs = *kw;
   }
   r.gen = parse_openai_generation(body, /*chat=*/true);
-  if (r.gen.n > 1 && r.gen.stream) bad("n", "streaming several choices (n > 1) is not supported yet; use stream: false");
   return r;
 }
 

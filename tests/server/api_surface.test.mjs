@@ -193,8 +193,33 @@ test("n > 1: several choices, each from its own seed, sharing the prompt's prefi
   assert.equal(one.body.choices[0].message.content, texts[0]);
 });
 
-test("n out of range, streamed n > 1 and n on /v1/completions are 400s naming n", async () => {
-  for (const body of [{ messages, n: 0 }, { messages, n: 17 }, { messages, n: 2, stream: true }])
+test("n > 1 streamed: each choice's chunks carry its index; one usage chunk and [DONE] end the stream", async () => {
+  const body = { messages, n: 3, max_tokens: 5, temperature: 1, seed: 21, logit_bias: bias };
+  const whole = await post("/v1/chat/completions", body);
+  const res = await fetch(server.url + "/v1/chat/completions", {
+    method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
+  });
+  const events = (await res.text()).split("\n\n").filter((e) => e.startsWith("data: ")).map((e) => e.slice(6));
+  assert.equal(events.at(-1), "[DONE]");
+  const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+  assert.equal(new Set(chunks.map((c) => c.id)).size, 1);
+  const texts = ["", "", ""], finish = [];
+  for (const c of chunks)
+    for (const choice of c.choices) {
+      texts[choice.index] += choice.delta.content ?? "";
+      if (choice.finish_reason) finish[choice.index] = choice.finish_reason;
+    }
+  // The same seeds give the same three answers as the non-streamed request.
+  assert.deepEqual(texts, whole.body.choices.map((c) => c.message.content));
+  assert.deepEqual(finish, ["length", "length", "length"]);
+  const usage = chunks.filter((c) => c.usage).at(-1).usage;
+  assert.equal(usage.completion_tokens, 15);
+  assert.equal(usage.prompt_tokens, whole.body.usage.prompt_tokens);
+});
+
+test("n out of range and n on /v1/completions are 400s naming n", async () => {
+  for (const body of [{ messages, n: 0 }, { messages, n: 17 }])
     assert.equal((await post("/v1/chat/completions", body)).body.error.param, "n", JSON.stringify(body));
   assert.equal((await post("/v1/completions", { prompt: "hi", n: 2 })).body.error.param, "n");
   assert.equal((await post("/v1/chat/completions", { messages, n: 1, max_tokens: 1 })).status, 200);
