@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/error.h"
 #include "fuzz_common.h"
 #include "server/request_parsing.h"
 #include "server/responses_request.h"
