@@ -45,6 +45,7 @@ if(NOT DEFINED FATHOM_BUILD_TESTS OR FATHOM_BUILD_TESTS)
     tests/server/request_parsing_test.cpp
     tests/server/metrics_test.cpp
     tests/server/bounded_json_test.cpp
+    tests/server/responses_test.cpp
   )
   target_include_directories(server_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../tests)
   target_link_libraries(server_tests PRIVATE fathom_server GTest::gtest_main)

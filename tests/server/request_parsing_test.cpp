@@ -48,11 +48,48 @@ TEST(RequestParsing, WrongTypesAndRangesNameTheField) {
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": -1})"), "max_tokens");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "top_p": 1.5})"), "top_p");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "n": 17})"), "n");
-  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "n": 2, "stream": true})"), "n");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "n": 2, "stream": true})"), "<accepted>");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}})"),
+            "response_format.type");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})"),
+            "response_format.json_schema");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})"), "tool_choice");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"a": 1}})"), "logit_bias");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "wizard", "content": "x"}]})"), "messages[0].role");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})"), "stop");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})"), "tools");
+}
+
+TEST(RequestParsing, StructuredOutputAndForcedToolsBecomeOutputConstraints) {
+  using Kind = OutputConstraint::Kind;
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g"}}])";
+  auto chat = [](const std::string& extra) {
+    return parse_chat_request(parse_body(R"({"messages": [{"role": "user", "content": "x"}], )" + extra + "}"));
+  };
+  EXPECT_EQ(chat(R"("max_tokens": 1)").output.kind, Kind::none);
+  EXPECT_EQ(chat(R"("response_format": {"type": "text"})").output.kind, Kind::none);
+  EXPECT_EQ(chat(R"("response_format": {"type": "json_object"})").output.kind, Kind::json_object);
+  const auto schema = chat(R"("response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer"}}})");
+  EXPECT_EQ(schema.output.kind, Kind::json_schema);
+  EXPECT_EQ(schema.output.schema, ojson::parse(R"({"type": "integer"})"));
+  EXPECT_EQ(schema.output.param, "response_format.json_schema.schema");
+  const auto required = chat(tools + R"(, "tool_choice": "required")");
+  EXPECT_EQ(required.output.kind, Kind::tool_call);
+  EXPECT_EQ(required.output.tool_name, "");
+  const auto named = chat(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "g"}})");
+  EXPECT_EQ(named.output.kind, Kind::tool_call);
+  EXPECT_EQ(named.output.tool_name, "g");
+  EXPECT_EQ(chat(tools + R"(, "tool_choice": "auto")").output.kind, Kind::none);
+
+  auto messages = [](const std::string& extra) {
+    return parse_messages_request(parse_body(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], )" + extra + "}"));
+  };
+  const std::string anthropic_tools = R"("tools": [{"name": "f", "input_schema": {"type": "object"}}])";
+  EXPECT_EQ(messages(anthropic_tools + R"(, "tool_choice": {"type": "any"})").output.kind, Kind::tool_call);
+  EXPECT_EQ(messages(anthropic_tools + R"(, "tool_choice": {"type": "tool", "name": "f"})").output.tool_name, "f");
+  EXPECT_THROW(messages(anthropic_tools + R"(, "tool_choice": {"type": "tool", "name": "nope"})"), ApiError);
+  EXPECT_EQ(messages(R"("output_format": {"type": "json_schema", "schema": {"type": "boolean"}})").output.kind,
+            Kind::json_schema);
 }
 
 TEST(RequestParsing, IntegersOutsideInt64AreRefusedNotConverted) {
