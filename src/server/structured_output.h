@@ -31,7 +31,9 @@ grammar::Grammar output_grammar(const OutputConstraint& output, const ojson& too
 
 class GrammarCache {
  public:
-  static constexpr size_t kMaxGrammars = 32;
+  // Each keeps up to CompiledGrammar::kMaxCachedMasks masks of vocabulary/8
+  // bytes (about 10 MB for a 150k vocabulary): at most ~80 MB in all.
+  static constexpr size_t kMaxGrammars = 8;
   GrammarCache(const Tokenizer& tokenizer, int64_t vocab_size) : tokenizer_(tokenizer), vocab_size_(vocab_size) {}
 
   std::shared_ptr<grammar::CompiledGrammar> compile(const OutputConstraint& output, const ojson& tools,
