@@ -39,7 +39,8 @@ class MessagesStream final : public SseFormatter {
  public:
   MessagesStream(const ServerContext& ctx, const ChatRequest& req, int64_t prompt_tokens)
       : ctx_(ctx), tools_(req.tools_enabled && ctx.tool_format != ToolCallFormat::none),
-        prompt_tokens_(prompt_tokens), calls_(tools_ ? ctx.tool_format : ToolCallFormat::none) {}
+        prompt_tokens_(prompt_tokens),
+        calls_(tools_ ? ctx.tool_format : ToolCallFormat::none, req.output.kind == OutputConstraint::Kind::tool_call) {}
 
   std::string begin() override {
     ojson message = {{"id", id_},
@@ -65,6 +66,7 @@ class MessagesStream final : public SseFormatter {
     ToolCallStream::Piece piece = calls_.push(d.content);
     if (!piece.content.empty()) out += text(piece.content);
     for (const ToolCall& call : piece.calls) out += tool_use(call);
+    out += updates(piece.updates);
     return out;
   }
 
@@ -74,6 +76,7 @@ class MessagesStream final : public SseFormatter {
     ToolCallStream::Piece piece = calls_.finish();
     if (!piece.content.empty()) out += text(piece.content);
     for (const ToolCall& call : piece.calls) out += tool_use(call);
+    out += updates(piece.updates);
     const bool tool_use = calls_.calls() > 0;
     if (!started_) out += text("");  // every message has at least one block
     out += close_block();
@@ -94,6 +97,23 @@ class MessagesStream final : public SseFormatter {
     out += sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
                                              {"delta", {{"type", "input_json_delta"}, {"partial_json", input}}}});
     return out + close_block();
+  }
+  // A streamed call: its tool_use block opens with the name, its input
+  // arrives as input_json_delta pieces, and it closes with the call.
+  std::string updates(const std::vector<ToolCallStream::CallUpdate>& ups) {
+    std::string out;
+    for (const auto& u : ups) {
+      if (u.begins) {
+        out += close_block();
+        out += open_block("tool_use", {{"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", u.name},
+                                       {"input", ojson::object()}});
+      }
+      if (!u.arguments.empty())
+        out += sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
+                                                 {"delta", {{"type", "input_json_delta"}, {"partial_json", u.arguments}}}});
+      if (u.ends) out += close_block();
+    }
+    return out;
   }
   std::string text(const std::string& t) {
     std::string out = open_block("text", {{"type", "text"}, {"text", ""}});

@@ -90,7 +90,8 @@ class ChatStream final : public SseFormatter {
              std::string id = random_id("chatcmpl-"), int64_t created = unix_time())
       : ctx_(ctx), tools_(req.tools_enabled && ctx.tool_format != ToolCallFormat::none),
         logprobs_(req.gen.top_logprobs >= 0), include_usage_(req.gen.include_usage), closes_(closes),
-        index_(index), id_(std::move(id)), created_(created), calls_(tools_ ? ctx.tool_format : ToolCallFormat::none) {}
+        index_(index), id_(std::move(id)), created_(created),
+        calls_(tools_ ? ctx.tool_format : ToolCallFormat::none, req.output.kind == OutputConstraint::Kind::tool_call) {}
 
   std::string begin() override { return chunk({{"role", "assistant"}, {"content", ""}}, nullptr); }
 
@@ -103,6 +104,7 @@ class ChatStream final : public SseFormatter {
     if (!piece.content.empty() || !logprobs.is_null())
       out += chunk(piece.content.empty() ? ojson::object() : ojson{{"content", piece.content}}, nullptr, logprobs);
     out += calls(piece.calls);
+    out += updates(piece.updates);
     return out;
   }
 
@@ -112,6 +114,7 @@ class ChatStream final : public SseFormatter {
     ToolCallStream::Piece piece = calls_.finish();
     if (!piece.content.empty()) out += chunk({{"content", piece.content}}, nullptr);
     out += calls(piece.calls);
+    out += updates(piece.updates);
     out += chunk(ojson::object(), finish_reason_of(s, calls_.calls() > 0));
     return closes_ ? out + trailer({&s}) : out;
   }
@@ -142,6 +145,24 @@ class ChatStream final : public SseFormatter {
     for (const ToolCall& call : complete) out += chunk({{"tool_calls", tool_calls_json({call}, true, sent_calls_++)}}, nullptr);
     return out;
   }
+  // Streamed calls: the first chunk names the call, the next ones carry its arguments.
+  std::string updates(const std::vector<ToolCallStream::CallUpdate>& ups) {
+    std::string out;
+    for (const auto& u : ups) {
+      if (u.begins) {
+        streamed_ = sent_calls_++;
+        out += chunk({{"tool_calls", ojson::array({{{"index", streamed_},
+                                                   {"id", random_id("call_")},
+                                                   {"type", "function"},
+                                                   {"function", {{"name", u.name}, {"arguments", ""}}}}})}},
+                     nullptr);
+      }
+      if (!u.arguments.empty())
+        out += chunk({{"tool_calls", ojson::array({{{"index", streamed_}, {"function", {{"arguments", u.arguments}}}}})}},
+                     nullptr);
+    }
+    return out;
+  }
   std::string chunk(ojson delta, ojson finish_reason, ojson logprobs = nullptr) {
     ojson c = base();
     c["choices"] = ojson::array({{{"index", index_}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
@@ -156,7 +177,7 @@ class ChatStream final : public SseFormatter {
   const std::string id_;
   const int64_t created_;
   ToolCallStream calls_;
-  size_t sent_calls_ = 0;
+  size_t sent_calls_ = 0, streamed_ = 0;
 };
 
 void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {

@@ -100,8 +100,8 @@ void store(ServerContext& ctx, const ResponseFrame& f, const ojson& output) {
 
 class ResponsesStream final : public SseFormatter {
  public:
-  ResponsesStream(ServerContext& ctx, ResponseFrame frame, bool tools)
-      : ctx_(ctx), f_(std::move(frame)), calls_(tools ? ctx.tool_format : ToolCallFormat::none) {}
+  ResponsesStream(ServerContext& ctx, ResponseFrame frame, bool tools, bool stream_arguments)
+      : ctx_(ctx), f_(std::move(frame)), calls_(tools ? ctx.tool_format : ToolCallFormat::none, stream_arguments) {}
 
   std::string begin() override {
     const ojson r = response_object(ctx_, f_, "in_progress", ojson::array(), nullptr);
@@ -199,6 +199,28 @@ class ResponsesStream final : public SseFormatter {
       out += event("response.output_item.done", {{"output_index", index}, {"item", item}});
       items_.push_back(item);
     }
+    // A streamed call: announced with its name, its arguments as they come, done at its end.
+    for (const auto& u : piece.updates) {
+      if (u.begins) {
+        out += close_reasoning();
+        out += close_message();
+        call_ = {random_id("fc_"), random_id("call_"), next_index(), u.name, ""};
+        out += event("response.output_item.added",
+                     {{"output_index", call_.index}, {"item", call_item(call_.id, call_.call_id, {u.name, ""}, "in_progress")}});
+      }
+      if (!u.arguments.empty()) {
+        call_.arguments += u.arguments;
+        out += event("response.function_call_arguments.delta",
+                     {{"item_id", call_.id}, {"output_index", call_.index}, {"delta", u.arguments}});
+      }
+      if (u.ends) {
+        out += event("response.function_call_arguments.done", {{"item_id", call_.id}, {"output_index", call_.index},
+                                                                {"name", call_.name}, {"arguments", call_.arguments}});
+        const ojson item = call_item(call_.id, call_.call_id, {call_.name, call_.arguments}, "completed");
+        out += event("response.output_item.done", {{"output_index", call_.index}, {"item", item}});
+        items_.push_back(item);
+      }
+    }
     return out;
   }
 
@@ -224,6 +246,11 @@ class ResponsesStream final : public SseFormatter {
   int64_t sequence_ = 0;
   std::string message_id_, text_, reasoning_id_, reasoning_text_;
   size_t reasoning_index_ = 0;
+  struct StreamedCall {
+    std::string id, call_id;
+    size_t index = 0;
+    std::string name, arguments;
+  } call_;  // the call being streamed
 };
 
 void create_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -249,7 +276,10 @@ void create_response(ServerContext& ctx, const httplib::Request& req, httplib::R
   submit_job(ctx, job);
   auto session = std::make_shared<GenerationSession>(ctx, job, chat.gen.stop, ctx.has_thinking, prompt.starts_in_reasoning);
   const bool tools = chat.tools_enabled && ctx.tool_format != ToolCallFormat::none;
-  if (chat.gen.stream) return stream_session(res, session, std::make_shared<ResponsesStream>(ctx, std::move(frame), tools));
+  if (chat.gen.stream)
+    return stream_session(res, session,
+                          std::make_shared<ResponsesStream>(ctx, std::move(frame), tools,
+                                                            chat.output.kind == OutputConstraint::Kind::tool_call));
   respond_when_done(res, *session, [&](Delta& all) {
     ojson output = ojson::array();
     if (!all.reasoning.empty()) output.push_back(reasoning_item(random_id("rs_"), all.reasoning));

@@ -32,9 +32,106 @@ ToolCallStream::Piece ToolCallStream::push(std::string_view text) {
   return piece;
 }
 
+namespace {
+
+// Reads `{ "name" : "<name>" , "arguments" :` (any JSON whitespace between)
+// from the start of `s`. Returns the offset after it, 0 while `s` could still
+// become it, npos when it cannot.
+size_t call_header(std::string_view s, std::string& name) {
+  size_t i = 0;
+  auto ws = [&] {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r')) ++i;
+  };
+  auto expect = [&](std::string_view word) -> int {  // 1 read, 0 need more, -1 mismatch
+    ws();
+    for (size_t k = 0; k < word.size(); ++k, ++i) {
+      if (i >= s.size()) return 0;
+      if (s[i] != word[k]) return -1;
+    }
+    return 1;
+  };
+  for (const std::string_view word : {std::string_view("{"), std::string_view("\"name\""), std::string_view(":"),
+                                      std::string_view("\"")}) {
+    const int r = expect(word);
+    if (r <= 0) return r == 0 ? 0 : std::string_view::npos;
+  }
+  name.clear();
+  for (;; ++i) {  // names are plain: an escape is not streamed
+    if (i >= s.size()) return 0;
+    if (s[i] == '\\') return std::string_view::npos;
+    if (s[i] == '"') break;
+    name.push_back(s[i]);
+  }
+  ++i;
+  for (const std::string_view word : {std::string_view(","), std::string_view("\"arguments\""), std::string_view(":")}) {
+    const int r = expect(word);
+    if (r <= 0) return r == 0 ? 0 : std::string_view::npos;
+  }
+  ws();
+  if (i >= s.size()) return 0;
+  return s[i] == '{' ? i : std::string_view::npos;
+}
+
+}  // namespace
+
+bool ToolCallStream::stream_call(Piece& piece) {
+  if (streaming_ == Streaming::header) {
+    CallUpdate begin;
+    const size_t at = call_header(pending_, begin.name);
+    if (at == std::string_view::npos) {
+      streaming_ = Streaming::whole;
+      return false;
+    }
+    if (at == 0) return true;  // not yet known
+    begin.begins = true;
+    piece.updates.push_back(std::move(begin));
+    ++calls_;
+    streaming_ = Streaming::arguments;
+    scan_ = at;
+    depth_ = 0;
+    in_string_ = escaped_ = false;
+  }
+  if (streaming_ == Streaming::arguments) {
+    const size_t from = scan_;
+    for (; scan_ < pending_.size() && streaming_ == Streaming::arguments; ++scan_) {
+      const char ch = pending_[scan_];
+      if (in_string_) {
+        if (escaped_) escaped_ = false;
+        else if (ch == '\\') escaped_ = true;
+        else if (ch == '"') in_string_ = false;
+      } else if (ch == '"') {
+        in_string_ = true;
+      } else if (ch == '{' || ch == '[') {
+        ++depth_;
+      } else if (ch == '}' || ch == ']') {
+        if (--depth_ == 0) streaming_ = Streaming::tail;
+      }
+    }
+    if (scan_ > from) {
+      if (piece.updates.empty() || piece.updates.back().ends) piece.updates.push_back({});
+      piece.updates.back().arguments += pending_.substr(from, scan_ - from);
+    }
+  }
+  if (streaming_ == Streaming::tail) {
+    const size_t close = pending_.find(kClose, scan_);
+    if (close == std::string::npos) return true;
+    if (piece.updates.empty() || piece.updates.back().ends) piece.updates.push_back({});
+    piece.updates.back().ends = true;
+    pending_.erase(0, close + kClose.size());
+    inside_ = false;
+    streaming_ = Streaming::no;
+  }
+  return true;
+}
+
 ToolCallStream::Piece ToolCallStream::push_qwen() {
   Piece piece;
   for (;;) {
+    if (inside_ && stream_arguments_ && streaming_ != Streaming::whole) {
+      if (!stream_call(piece)) continue;  // not streamable: whole, below
+      if (inside_) return piece;          // the call goes on
+      continue;                           // it ended: look for the next
+    }
     if (!inside_) {
       const size_t open = pending_.find(kOpen);
       if (open == std::string::npos) {
@@ -46,6 +143,10 @@ ToolCallStream::Piece ToolCallStream::push_qwen() {
       piece.content += pending_.substr(0, open);
       pending_.erase(0, open + kOpen.size());
       inside_ = true;
+      if (stream_arguments_) {
+        streaming_ = Streaming::header;
+        continue;
+      }
     }
     const size_t close = pending_.find(kClose);
     if (close == std::string::npos) return piece;
@@ -60,11 +161,20 @@ ToolCallStream::Piece ToolCallStream::push_qwen() {
     }
     pending_.erase(0, close + kClose.size());
     inside_ = false;
+    streaming_ = Streaming::no;
   }
 }
 
 ToolCallStream::Piece ToolCallStream::finish() {
   Piece piece;
+  if (streaming_ == Streaming::arguments || streaming_ == Streaming::tail) {
+    // A streamed call the answer never closed (max_tokens): end it as it is.
+    piece.updates.push_back({false, {}, {}, true});
+    pending_.clear();
+    inside_ = false;
+    streaming_ = Streaming::no;
+    return piece;
+  }
   std::string rest = std::move(pending_);
   pending_.clear();
   if (format_ == ToolCallFormat::qwen && inside_) rest = std::string(kOpen) + rest;  // an unclosed call

@@ -18,11 +18,24 @@ namespace fathom::server {
 
 class ToolCallStream {
  public:
-  explicit ToolCallStream(ToolCallFormat format) : format_(format) {}
+  // stream_arguments (Qwen only; for answers a grammar keeps well-formed): a
+  // call of the usual shape {"name": …, "arguments": …} is announced as soon
+  // as its name is known and its arguments follow as they are generated.
+  explicit ToolCallStream(ToolCallFormat format, bool stream_arguments = false)
+      : format_(format), stream_arguments_(stream_arguments && format == ToolCallFormat::qwen) {}
 
+  // A streamed call's progress: its start (with the name), more of its
+  // arguments' text, its end — any of them in one update.
+  struct CallUpdate {
+    bool begins = false;
+    std::string name;
+    std::string arguments;
+    bool ends = false;
+  };
   struct Piece {
-    std::string content;          // text to send now
-    std::vector<ToolCall> calls;  // calls complete now, in order
+    std::string content;              // text to send now
+    std::vector<ToolCall> calls;      // calls complete now, in order
+    std::vector<CallUpdate> updates;  // streamed calls (stream_arguments), in order
   };
   Piece push(std::string_view text);
   // The end of the answer: whatever was held back, parsed.
@@ -32,9 +45,19 @@ class ToolCallStream {
 
  private:
   Piece push_qwen();
+  // Streams the call in pending_ (after <tool_call>); false when it is not of
+  // the streamable shape (it is then sent whole at its closing tag).
+  bool stream_call(Piece& piece);
   ToolCallFormat format_;
+  const bool stream_arguments_;
   std::string pending_;
   bool inside_ = false;  // Qwen: within <tool_call>
+  // The call being streamed: header read (name sent), scan position in
+  // pending_, the arguments value's nesting, and whether it has ended.
+  enum class Streaming { no, header, arguments, tail, whole } streaming_ = Streaming::no;
+  size_t scan_ = 0;
+  int depth_ = 0;
+  bool in_string_ = false, escaped_ = false;
   enum class Llama { undecided, content, call } llama_ = Llama::undecided;
   size_t calls_ = 0;
 };

@@ -133,7 +133,14 @@ test("tool_choice required: a well-formed call every time; streamed calls reasse
     model: "m", messages: [{ role: "user", content: "What time is it?" }], temperature: 1, seed: 9, max_tokens: 400,
     tools: [weather, clock], tool_choice: { type: "function", function: { name: "get_time" } },
   });
+  // The forced call's arguments arrive as deltas, several chunks per call.
+  const pieces = new Map();
+  stream.on("chunk", (chunk) => {
+    for (const tc of chunk.choices[0]?.delta?.tool_calls ?? [])
+      if (tc.function?.arguments) pieces.set(tc.index, (pieces.get(tc.index) ?? 0) + 1);
+  });
   const done = await stream.finalChatCompletion();
+  assert.ok(pieces.get(0) > 1, `argument chunks: ${JSON.stringify([...pieces])}`);
   const calls = done.choices[0].message.tool_calls;
   assert.ok(calls.length >= 1);
   for (const call of calls) {
@@ -155,6 +162,18 @@ test("Anthropic: tool_choice tool and any give tool_use blocks whose input valid
     assert.ok(ajv.validate(weather.function.parameters, u.input), JSON.stringify(u.input));
   }
   assert.equal(named.stop_reason, "tool_use");
+  // Streamed, the tool_use input arrives as input_json_delta pieces the client joins.
+  const stream = anthropic.messages.stream({
+    model: "m", max_tokens: 400, temperature: 1, tools, tool_choice: { type: "tool", name: "get_weather" },
+    messages: [{ role: "user", content: "Weather in Lima?" }],
+  });
+  let deltas = 0;
+  stream.on("streamEvent", (e) => { if (e.type === "content_block_delta" && e.delta.type === "input_json_delta") ++deltas; });
+  const final = await stream.finalMessage();
+  const streamedUses = final.content.filter((b) => b.type === "tool_use");
+  assert.ok(streamedUses.length >= 1 && deltas > streamedUses.length, `${deltas} input_json_delta events`);
+  for (const u of streamedUses) assert.ok(ajv.validate(weather.function.parameters, u.input), JSON.stringify(u.input));
+  assert.equal(final.stop_reason, "tool_use");
   const any = await anthropic.messages.create({
     model: "m", max_tokens: 400, temperature: 1, tools, tool_choice: { type: "any" },
     messages: [{ role: "user", content: "Anything." }],

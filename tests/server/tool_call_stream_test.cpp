@@ -95,5 +95,65 @@ TEST(ToolCallStream, Llama31CallAnswersAreHeldAndOthersPassThrough) {
   EXPECT_EQ(call.push("{\"name\"").content, "");  // an answer that begins like a call is held
 }
 
+// Streamed arguments (a grammar keeps the calls well-formed): each call is
+// announced with its name, its arguments' text arrives in pieces that join
+// to exactly the text generated, and it ends at its closing tag — however the
+// text is cut into pushes.
+TEST(ToolCallStream, QwenStreamedArgumentsJoinToTheGeneratedText) {
+  std::mt19937_64 rng(std::random_device{}());
+  const std::string args1 = "{\"city\": \"Oslo \\\"}{[\", \"days\": [1, {\"a\": 2}]}", args2 = "{}";
+  const std::string text = "\n<tool_call>\n{ \"name\": \"weather\",\n  \"arguments\": " + args1 +
+                           "}\n</tool_call>\n<tool_call>\n{\"name\":\"clock\",\"arguments\":" + args2 + "}\n</tool_call>";
+  for (int trial = 0; trial < 200; ++trial) {
+    ToolCallStream s(ToolCallFormat::qwen, /*stream_arguments=*/true);
+    std::vector<ToolCallStream::CallUpdate> updates;
+    std::string content;
+    size_t pieces = 0;
+    for (size_t at = 0; at < text.size();) {
+      const size_t n = std::min(text.size() - at, size_t(1 + rng() % 7));
+      auto piece = s.push(std::string_view(text).substr(at, n));
+      EXPECT_TRUE(piece.calls.empty());
+      content += piece.content;
+      pieces += piece.updates.size();
+      updates.insert(updates.end(), piece.updates.begin(), piece.updates.end());
+      at += n;
+    }
+    auto last = s.finish();
+    EXPECT_TRUE(last.updates.empty() && last.calls.empty());
+    std::vector<std::string> names, arguments;
+    int open = 0;
+    for (const auto& u : updates) {
+      if (u.begins) {
+        EXPECT_EQ(open, 0);
+        open = 1;
+        names.push_back(u.name);
+        arguments.emplace_back();
+      }
+      ASSERT_EQ(open, 1);
+      arguments.back() += u.arguments;
+      if (u.ends) open = 0;
+    }
+    EXPECT_EQ(open, 0);
+    EXPECT_EQ(names, (std::vector<std::string>{"weather", "clock"}));
+    EXPECT_EQ(arguments, (std::vector<std::string>{args1, args2}));
+    EXPECT_EQ(s.calls(), 2u);
+    EXPECT_EQ(content.find_first_not_of('\n'), std::string::npos) << content;
+  }
+  // A call of another shape is sent whole at its closing tag; one never closed ends at finish().
+  ToolCallStream other(ToolCallFormat::qwen, true);
+  auto piece = other.push("<tool_call>{\"arguments\": {}, \"name\": \"f\"}</tool_call>");
+  ASSERT_EQ(piece.calls.size(), 1u);
+  EXPECT_EQ(piece.calls[0].name, "f");
+  EXPECT_TRUE(piece.updates.empty());
+  ToolCallStream cut(ToolCallFormat::qwen, true);
+  piece = cut.push("<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": ");
+  ASSERT_EQ(piece.updates.size(), 1u);
+  EXPECT_TRUE(piece.updates[0].begins);
+  EXPECT_EQ(piece.updates[0].arguments, "{\"x\": ");
+  const auto end = cut.finish();
+  ASSERT_EQ(end.updates.size(), 1u);
+  EXPECT_TRUE(end.updates[0].ends);
+}
+
 }  // namespace
 }  // namespace fathom::server
