@@ -40,7 +40,7 @@ class MessagesStream final : public SseFormatter {
   MessagesStream(const ServerContext& ctx, const ChatRequest& req, int64_t prompt_tokens)
       : ctx_(ctx), tools_(req.tools_enabled && ctx.tool_format != ToolCallFormat::none),
         prompt_tokens_(prompt_tokens),
-        calls_(tools_ ? ctx.tool_format : ToolCallFormat::none, req.output.kind == OutputConstraint::Kind::tool_call) {}
+        calls_(tools_ ? ctx.tool_format : ToolCallFormat::none, /*stream_arguments=*/true) {}
 
   std::string begin() override {
     ojson message = {{"id", id_},

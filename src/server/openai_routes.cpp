@@ -91,7 +91,7 @@ class ChatStream final : public SseFormatter {
       : ctx_(ctx), tools_(req.tools_enabled && ctx.tool_format != ToolCallFormat::none),
         logprobs_(req.gen.top_logprobs >= 0), include_usage_(req.gen.include_usage), closes_(closes),
         index_(index), id_(std::move(id)), created_(created),
-        calls_(tools_ ? ctx.tool_format : ToolCallFormat::none, req.output.kind == OutputConstraint::Kind::tool_call) {}
+        calls_(tools_ ? ctx.tool_format : ToolCallFormat::none, /*stream_arguments=*/true) {}
 
   std::string begin() override { return chunk({{"role", "assistant"}, {"content", ""}}, nullptr); }
 

@@ -100,8 +100,8 @@ void store(ServerContext& ctx, const ResponseFrame& f, const ojson& output) {
 
 class ResponsesStream final : public SseFormatter {
  public:
-  ResponsesStream(ServerContext& ctx, ResponseFrame frame, bool tools, bool stream_arguments)
-      : ctx_(ctx), f_(std::move(frame)), calls_(tools ? ctx.tool_format : ToolCallFormat::none, stream_arguments) {}
+  ResponsesStream(ServerContext& ctx, ResponseFrame frame, bool tools)
+      : ctx_(ctx), f_(std::move(frame)), calls_(tools ? ctx.tool_format : ToolCallFormat::none, /*stream_arguments=*/true) {}
 
   std::string begin() override {
     const ojson r = response_object(ctx_, f_, "in_progress", ojson::array(), nullptr);
@@ -277,9 +277,7 @@ void create_response(ServerContext& ctx, const httplib::Request& req, httplib::R
   auto session = std::make_shared<GenerationSession>(ctx, job, chat.gen.stop, ctx.has_thinking, prompt.starts_in_reasoning);
   const bool tools = chat.tools_enabled && ctx.tool_format != ToolCallFormat::none;
   if (chat.gen.stream)
-    return stream_session(res, session,
-                          std::make_shared<ResponsesStream>(ctx, std::move(frame), tools,
-                                                            chat.output.kind == OutputConstraint::Kind::tool_call));
+    return stream_session(res, session, std::make_shared<ResponsesStream>(ctx, std::move(frame), tools));
   respond_when_done(res, *session, [&](Delta& all) {
     ojson output = ojson::array();
     if (!all.reasoning.empty()) output.push_back(reasoning_item(random_id("rs_"), all.reasoning));

@@ -82,7 +82,11 @@ bool ToolCallStream::stream_call(Piece& piece) {
       streaming_ = Streaming::whole;
       return false;
     }
-    if (at == 0) return true;  // not yet known
+    if (at == 0) {
+      if (pending_.find(kClose) == std::string::npos) return true;  // not yet known
+      streaming_ = Streaming::whole;  // closed before its header was whole
+      return false;
+    }
     begin.begins = true;
     piece.updates.push_back(std::move(begin));
     ++calls_;
@@ -95,6 +99,10 @@ bool ToolCallStream::stream_call(Piece& piece) {
     const size_t from = scan_;
     for (; scan_ < pending_.size() && streaming_ == Streaming::arguments; ++scan_) {
       const char ch = pending_[scan_];
+      if (!in_string_ && pending_.compare(scan_, kClose.size(), kClose) == 0) {
+        streaming_ = Streaming::tail;  // closed before its arguments were: the call ends as it is
+        break;
+      }
       if (in_string_) {
         if (escaped_) escaped_ = false;
         else if (ch == '\\') escaped_ = true;

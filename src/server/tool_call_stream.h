@@ -18,9 +18,12 @@ namespace fathom::server {
 
 class ToolCallStream {
  public:
-  // stream_arguments (Qwen only; for answers a grammar keeps well-formed): a
-  // call of the usual shape {"name": …, "arguments": …} is announced as soon
-  // as its name is known and its arguments follow as they are generated.
+  // stream_arguments (Qwen only): a call of the usual shape {"name": …,
+  // "arguments": …} is announced as soon as its name is known and its
+  // arguments follow as they are generated, as OpenAI and Anthropic stream
+  // them; a call of another shape is still sent whole at its closing tag. A
+  // streamed call is sent as the model writes it: well-formed for certain
+  // only when a grammar forces it.
   explicit ToolCallStream(ToolCallFormat format, bool stream_arguments = false)
       : format_(format), stream_arguments_(stream_arguments && format == ToolCallFormat::qwen) {}
 

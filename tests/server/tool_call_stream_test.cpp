@@ -145,6 +145,18 @@ TEST(ToolCallStream, QwenStreamedArgumentsJoinToTheGeneratedText) {
   ASSERT_EQ(piece.calls.size(), 1u);
   EXPECT_EQ(piece.calls[0].name, "f");
   EXPECT_TRUE(piece.updates.empty());
+  // An unforced model may close the tag early: in the header the call is sent whole (here: malformed,
+  // so text); in the arguments the call ends there.
+  ToolCallStream early(ToolCallFormat::qwen, true);
+  piece = early.push("<tool_call>{\"name\": \"f</tool_call> after");
+  EXPECT_TRUE(piece.updates.empty() && piece.calls.empty());
+  EXPECT_EQ(piece.content + early.finish().content, "<tool_call>{\"name\": \"f</tool_call> after");
+  ToolCallStream unbalanced(ToolCallFormat::qwen, true);
+  piece = unbalanced.push("<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": [1</tool_call> then text");
+  ASSERT_EQ(piece.updates.size(), 1u);
+  EXPECT_EQ(piece.updates[0].arguments, "{\"x\": [1");
+  EXPECT_TRUE(piece.updates[0].ends);
+  EXPECT_EQ(piece.content + unbalanced.finish().content, " then text");
   ToolCallStream cut(ToolCallFormat::qwen, true);
   piece = cut.push("<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": ");
   ASSERT_EQ(piece.updates.size(), 1u);
