@@ -23,8 +23,12 @@ const std::vector<uint64_t>& CompiledGrammar::allowed(int32_t state) {
     masks_.erase(mask_order_.front());
     mask_order_.erase(mask_order_.begin());
   }
+  return make_mask(state, nullptr);
+}
+
+const std::vector<uint64_t>& CompiledGrammar::make_mask(int32_t state, std::vector<int32_t>* successors) {
   std::vector<uint64_t> bits(size_t(vocabulary_->size() + 63) / 64, 0);
-  walk(state, bits);
+  walk(state, bits, successors);
   mask_order_.push_back(state);
   return masks_.emplace(state, std::move(bits)).first->second;
 }
@@ -40,11 +44,8 @@ size_t CompiledGrammar::warm_up(size_t max_masks, double max_ms) {
     const int32_t state = automaton_.mask_state(queue.front(), kCountHorizon);
     queue.pop_front();
     if (masks_.count(state)) continue;
-    std::vector<uint64_t> bits(size_t(vocabulary_->size() + 63) / 64, 0);
     successors.clear();
-    walk(state, bits, &successors);
-    mask_order_.push_back(state);
-    masks_.emplace(state, std::move(bits));
+    make_mask(state, &successors);
     ++made;
     for (const int32_t s : successors)
       if (queued.insert(s).second) queue.push_back(s);
@@ -57,8 +58,8 @@ const CompiledGrammar::Distances& CompiledGrammar::distances(int32_t state) {
   if (distances_.size() >= kMaxCachedMasks) distances_.clear();
   Distances d;
   d.needed = automaton_.distance(state);
-  std::vector<uint64_t> bits(size_t(vocabulary_->size() + 63) / 64, 0);
-  walk(state, bits, nullptr, &d);
+  scratch_.assign(size_t(vocabulary_->size() + 63) / 64, 0);  // the walk's mask, not kept
+  walk(state, scratch_, nullptr, &d);
   for (const auto& [distance, id] : d.off) d.most = std::max(d.most, distance);
   d.most = std::max(d.most, d.needed);
   return distances_.emplace(state, std::move(d)).first->second;

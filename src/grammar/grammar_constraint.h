@@ -72,6 +72,8 @@ class CompiledGrammar {
   static constexpr double kWarmUpMs = 250.0;
 
  private:
+  // Walks `state` and keeps its mask (successors as walk() lists them).
+  const std::vector<uint64_t>& make_mask(int32_t state, std::vector<int32_t>* successors);
   // `successors` (optional) gets the states the allowed tokens end in.
   // `off` (optional) gets the tokens whose distance to completion differs from off->needed.
   void walk(int32_t state, std::vector<uint64_t>& bits, std::vector<int32_t>* successors = nullptr,
@@ -84,7 +86,8 @@ class CompiledGrammar {
   std::unordered_map<int32_t, Distances> distances_;
   std::vector<int32_t> mask_order_;  // states in the order their masks were made
   std::vector<int32_t> depth_states_;
-  std::vector<bool> seen_;  // walk(): successors already listed
+  std::vector<bool> seen_;           // walk(): successors already listed
+  std::vector<uint64_t> scratch_;    // distances(): the mask its walk makes
 };
 
 // The reasoning block a constrained answer may start with.
