@@ -31,7 +31,7 @@ void affine_quantize_row(const float* x, const AffineLayout& layout, uint32_t* c
 void affine_dequantize_row(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases,
                            const AffineLayout& layout, float* out) {
   static const cpu::DequantAffineRow dequant = cpu::best_dequant_affine_row();
-  dequant(codes, scales, biases, layout.bits, layout.group_size, layout.dim, out);
+  dequant(codes, scales, biases, DType::bf16, layout.bits, layout.group_size, layout.dim, out);
 }
 
 }  // namespace fathom

@@ -31,8 +31,8 @@ namespace {
 void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
   expect_f32(x, "matmul", "x");
   expect_f32(y, "matmul", "y");
-  check(w.dtype() == DType::f32 || w.dtype() == DType::bf16, "matmul: weight dtype ", dtype_name(w.dtype()),
-        " is not supported (f32, bf16)");
+  check(w.dtype() == DType::f32 || w.dtype() == DType::bf16 || w.dtype() == DType::affine, "matmul: weight dtype ",
+        dtype_name(w.dtype()), " is not supported (f32, bf16, affine)");
   check(x.rank() == 2 && w.rank() == 2 && y.rank() == 2, "matmul: expected 2-D x, w, y; got ", x.shape_string(),
         " ", w.shape_string(), " ", y.shape_string());
   check(x.dim(1) == w.dim(1), "matmul: x ", x.shape_string(), " and w ", w.shape_string(), " disagree on K");

@@ -18,5 +18,6 @@ Command add_chat_template_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 Command add_fit_command(CLI::App& app);
 Command add_chat_command(CLI::App& app);
+Command add_quantize_command(CLI::App& app);
 
 }  // namespace fathom::cli

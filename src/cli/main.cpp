@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   add("bench", "measure prefill and decode speed", fathom::cli::add_bench_command);
   add("kv-eval", "measure KV-cache schemes against bf16 KV (KL divergence, top-1 agreement, bytes)",
       fathom::cli::add_kv_eval_command);
+  add("quantize", "write a model's weights as an MLX-format quantized folder (affine, 2 to 8 bits)",
+      fathom::cli::add_quantize_command);
   add("chat-template", "render a chat request with the model's chat template", fathom::cli::add_chat_template_command);
   add("tokenize", "encode text with the model's tokenizer", fathom::cli::add_tokenize_command);
   add("detokenize", "decode token ids with the model's tokenizer", fathom::cli::add_detokenize_command);

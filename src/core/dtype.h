@@ -6,7 +6,11 @@
 
 namespace fathom {
 
-enum class DType : uint8_t { f32, bf16, f16, i32 };
+// u32: raw 32-bit words (packed codes as a file stores them). affine: a matrix
+// of MLX affine-quantized codes, `bits` wide each, with its scales and biases
+// attached (Tensor::affine_quant); its elements have no whole-byte size, so
+// dtype_size is 0 and Tensor::nbytes counts bits.
+enum class DType : uint8_t { f32, bf16, f16, i32, u32, affine };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
@@ -14,6 +18,8 @@ inline size_t dtype_size(DType t) {
     case DType::bf16: return 2;
     case DType::f16: return 2;
     case DType::i32: return 4;
+    case DType::u32: return 4;
+    case DType::affine: return 0;
   }
   return 0;
 }
@@ -24,6 +30,8 @@ inline const char* dtype_name(DType t) {
     case DType::bf16: return "bf16";
     case DType::f16: return "f16";
     case DType::i32: return "i32";
+    case DType::u32: return "u32";
+    case DType::affine: return "affine";
   }
   return "?";
 }

@@ -43,6 +43,43 @@ int64_t reserved_bytes(Device device) { return reserved[int(device)].load(); }
 
 int64_t Tensor::numel() const { return count_elements(shape_); }
 
+size_t Tensor::nbytes() const {
+  if (dtype_ == DType::affine) return size_t(numel()) * size_t(quant_->bits) / 8;
+  return size_t(numel()) * dtype_size(dtype_);
+}
+
+Tensor Tensor::affine(const Tensor& codes, int64_t cols, AffineQuant quant, const std::string& name) {
+  const int bits = quant.bits, group = quant.group_size;
+  check(bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8, name, ": quantized to ", bits,
+        " bits (supported: 2, 3, 4, 5, 6, 8)");
+  check(group == 32 || group == 64 || group == 128, name, ": quantization group size ", group,
+        " (supported: 32, 64, 128)");
+  check(codes.dtype() == DType::u32 && codes.rank() == 2, name, ": quantized codes must be 2-D u32, got ",
+        dtype_name(codes.dtype()), " ", codes.shape_string());
+  const int64_t rows = codes.dim(0);
+  check(cols > 0 && cols % group == 0 && codes.dim(1) * 32 == cols * bits, name, ": codes ", codes.shape_string(),
+        " do not hold ", cols, " columns of ", bits, "-bit codes in groups of ", group);
+  for (const Tensor* p : {&quant.scales, &quant.biases}) {
+    check(p->dtype() == DType::f32 || p->dtype() == DType::bf16 || p->dtype() == DType::f16, name,
+          ": scales and biases must be f32, bf16 or f16, got ", dtype_name(p->dtype()));
+    check(p->rank() == 2 && p->dim(0) == rows && p->dim(1) == cols / group, name, ": scales/biases ",
+          p->shape_string(), " should be [", rows, ", ", cols / group, "] for ", cols, " columns in groups of ",
+          group);
+  }
+  check(quant.scales.dtype() == quant.biases.dtype(), name, ": scales are ", dtype_name(quant.scales.dtype()),
+        " but biases are ", dtype_name(quant.biases.dtype()));
+  Tensor t = codes;
+  t.dtype_ = DType::affine;
+  t.shape_ = {rows, cols};
+  t.quant_ = std::make_shared<const AffineQuant>(std::move(quant));
+  return t;
+}
+
+const AffineQuant& Tensor::affine_quant() const {
+  check(dtype_ == DType::affine && quant_, "affine_quant: a ", dtype_name(dtype_), " tensor is not quantized");
+  return *quant_;
+}
+
 Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype) {
   Tensor t;
   t.dtype_ = dtype;
@@ -95,6 +132,16 @@ Tensor Tensor::reshape(std::vector<int64_t> shape) const {
   check(count_elements(shape) == numel(), "reshape: ", shape_string(), " has ", numel(),
         " elements, target has ", count_elements(shape));
   Tensor t = *this;
+  if (dtype_ == DType::affine) {
+    check(!shape.empty() && shape.back() == shape_.back(), "reshape: an affine tensor ", shape_string(),
+          " keeps its last dimension");
+    std::vector<int64_t> groups = shape;
+    groups.back() = quant_->scales.shape().back();
+    auto q = std::make_shared<AffineQuant>(*quant_);
+    q->scales = q->scales.reshape(groups);
+    q->biases = q->biases.reshape(groups);
+    t.quant_ = std::move(q);
+  }
   t.shape_ = std::move(shape);
   return t;
 }
@@ -104,7 +151,15 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
         ", ", end, ") out of ", shape_string());
   Tensor t = *this;
   const int64_t row = shape_[0] ? numel() / shape_[0] : 0;
-  t.data_ = static_cast<char*>(data_) + size_t(begin * row) * dtype_size(dtype_);
+  if (dtype_ == DType::affine) {
+    t.data_ = static_cast<char*>(data_) + size_t(begin * row) * size_t(quant_->bits) / 8;
+    auto q = std::make_shared<AffineQuant>(*quant_);
+    q->scales = q->scales.slice_rows(begin, end);
+    q->biases = q->biases.slice_rows(begin, end);
+    t.quant_ = std::move(q);
+  } else {
+    t.data_ = static_cast<char*>(data_) + size_t(begin * row) * dtype_size(dtype_);
+  }
   t.shape_[0] = end - begin;
   return t;
 }

@@ -15,6 +15,8 @@ namespace fathom {
 enum class Device : uint8_t { cpu, cuda };
 const char* device_name(Device device);
 
+struct AffineQuant;
+
 class Tensor {
  public:
   Tensor() = default;
@@ -32,6 +34,11 @@ class Tensor {
   // wraps its device allocations this way.
   static Tensor borrow(void* data, std::vector<int64_t> shape, DType dtype,
                        std::shared_ptr<const void> owner, Device device = Device::cpu);
+  // An affine-quantized matrix [rows, cols] over `codes` (u32 [rows, cols·bits/32],
+  // its storage shared): row r, value i is scale·q + bias with q the i-th
+  // `bits`-wide code of row r's little-endian bit stream and scale, bias those
+  // of group i / group_size. Throws naming `name` when the shapes disagree.
+  static Tensor affine(const Tensor& codes, int64_t cols, AffineQuant quant, const std::string& name);
 
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
@@ -39,15 +46,20 @@ class Tensor {
   int rank() const { return int(shape_.size()); }
   int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
   int64_t numel() const;
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
+  // Bytes of the storage (an affine tensor's codes; its scales and biases are apart).
+  size_t nbytes() const;
   bool defined() const { return data_ != nullptr || numel() == 0; }
 
   void* raw() const { return data_; }
+  // The scales, biases and code width of an affine tensor (throws for any other).
+  const AffineQuant& affine_quant() const;
   template <typename T> T* data() const { return static_cast<T*>(data_); }
 
-  // Same storage, new shape with the same element count.
+  // Same storage, new shape with the same element count (an affine tensor
+  // keeps its last dimension: groups run along it).
   Tensor reshape(std::vector<int64_t> shape) const;
-  // Rows [begin, end) of the leading dimension, sharing storage.
+  // Rows [begin, end) of the leading dimension, sharing storage (an affine
+  // tensor's scales and biases are sliced with it).
   Tensor slice_rows(int64_t begin, int64_t end) const;
 
   std::string shape_string() const;
@@ -58,6 +70,15 @@ class Tensor {
   Device device_ = Device::cpu;
   std::vector<int64_t> shape_;
   std::shared_ptr<const void> owner_;
+  std::shared_ptr<const AffineQuant> quant_;  // set for DType::affine only
+};
+
+// MLX's affine quantization of a matrix's rows (what Tensor::affine attaches).
+struct AffineQuant {
+  int bits = 0;        // 2, 3, 4, 5, 6 or 8
+  int group_size = 0;  // 32, 64 or 128
+  Tensor scales;       // [rows, cols / group_size]: f32, bf16 or f16
+  Tensor biases;       // the same shape and dtype
 };
 
 // Bytes currently held by Tensor::empty allocations on a device (the memory contract).

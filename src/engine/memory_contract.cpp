@@ -54,11 +54,35 @@ int64_t MemoryContract::weights_bytes() const {
   int64_t stored = 0, copies = 0;
   std::map<int, int64_t> file_bytes;
   const ModelConfig& c = in_.config;
+  // MLX-quantized modules: .weight holds U32 codes, .scales and .biases beside it.
+  auto quantized_module = [&](const std::string& name) {
+    for (const char* suffix : {".weight", ".scales", ".biases"})
+      if (ends_with(name, suffix)) {
+        const std::string module = name.substr(0, name.size() - std::string(suffix).size());
+        return in_.tensors.count(module + ".scales") ? module : std::string();
+      }
+    return std::string();
+  };
   for (const auto& [name, t] : in_.tensors) {
     stored += int64_t(t.nbytes);
     file_bytes[t.file] += int64_t(t.nbytes);
     const int64_t n = numel(t);
     const bool f32 = t.dtype == "F32";
+    if (const std::string module = quantized_module(name); !module.empty()) {
+      // Read packed where they lie. The loader widens routers and the small
+      // Gated DeltaNet projections to f32 (the logical matrix, from the
+      // codes), and regroups the fused one into a packed private copy.
+      if (!ends_with(name, ".weight")) {
+        if (ends_with(module, ".in_proj_qkvz")) copies += int64_t(t.nbytes);
+        continue;
+      }
+      // (Without a quantization block the load fails; count the codes as 32-bit values.)
+      const int bits = c.quantization ? c.quantization->for_module(module).value_or(c.quantization->defaults).bits : 32;
+      const int64_t logical = n * 32 / bits;
+      if (kept_in_f32(name) || ends_with(name, ".in_proj_ba.weight")) copies += logical * 4;
+      else if (ends_with(name, ".in_proj_qkvz.weight")) copies += int64_t(t.nbytes);
+      continue;
+    }
     if (t.shape.size() <= 1) {
       // Norm weights and biases: an f32 copy, also when stored in f32
       // (Gemma and Qwen3-Next store w and scale by 1 + w; Gated DeltaNet
@@ -182,6 +206,13 @@ int64_t MemoryContract::transient_bytes(int64_t chunk, int64_t context) const {
   // The matmuls' inputs rounded to bf16, and widened back for kernels without
   // a bf16 dot product (billed whether or not this CPU has one).
   bytes += t * widest_input * (2 + 4);
+  if (c.quantization) {
+    // Matmuls over quantized weights: x as multiplied, reordered for the
+    // packed GEMV (decode and verify rows only) and summed per group; and each
+    // thread's panel of widened weight rows (cpu_quant_matmul.cpp).
+    bytes += t * widest_input * 4 + std::min<int64_t>(t, 16) * widest_input * 4 + t * (widest_input / 32) * 4;
+    bytes += in_.threads * std::max<int64_t>(int64_t(128) << 10, 16 * widest_input * 4);
+  }
   // Logits of the last row: the model's, the forward's and the prefill's
   // copies, the caller's, and the final norm's row.
   bytes += 4 * c.vocab_size * 4 + c.hidden_size * 4;

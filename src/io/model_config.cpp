@@ -224,6 +224,7 @@ ModelConfig parse_model_config(const json& root) {
   ModelConfig m;
   m.model_type = optional_field<std::string>(c, "model_type", optional_field<std::string>(root, "model_type", ""));
   check(!m.model_type.empty(), "config.json: missing \"model_type\"");
+  m.quantization = parse_quantization_config(root);
   // Every size is bounded here, before any vector or tensor is sized by it.
   m.vocab_size = int_field(c, "vocab_size", 1, lim::kMaxVocab);
   m.hidden_size = int_field(c, "hidden_size", 1, lim::kMaxHidden);

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "io/quantization_config.h"
+
 namespace fathom {
 
 enum class LayerKind { full_attention, sliding_attention, linear_attention };
@@ -55,6 +57,8 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;
   std::optional<int64_t> bos_token_id;
   std::string weights_dtype;  // config's torch_dtype / dtype, informative
+  // MLX affine quantization of the weights (config.json's "quantization"), if any.
+  std::optional<QuantizationConfig> quantization;
 
   // Sparse MoE (Qwen3-MoE): a layer is sparse when it is not in mlp_only_layers
   // and (layer + 1) % decoder_sparse_step == 0; other layers use the dense MLP.

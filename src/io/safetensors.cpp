@@ -196,7 +196,8 @@ DType parse_safetensors_dtype(const std::string& name) {
   if (name == "F32") return DType::f32;
   if (name == "BF16") return DType::bf16;
   if (name == "F16") return DType::f16;
-  fail("safetensors: unsupported tensor dtype ", name, " (supported: F32, BF16, F16)");
+  if (name == "U32") return DType::u32;  // packed quantized codes
+  fail("safetensors: unsupported tensor dtype ", name, " (supported: F32, BF16, F16, U32)");
 }
 
 WeightStore WeightStore::open_file(const std::string& path, WeightResidence residence) {
@@ -348,8 +349,12 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   nlohmann::json header = nlohmann::json::object();
   size_t offset = 0;
   for (auto& [name, t] : tensors) {
-    const char* dt = t.dtype() == DType::f32 ? "F32" : t.dtype() == DType::bf16 ? "BF16" : "F16";
-    check(t.dtype() != DType::i32, "write_safetensors: ", name, " has unsupported dtype i32");
+    check(t.dtype() == DType::f32 || t.dtype() == DType::bf16 || t.dtype() == DType::f16 || t.dtype() == DType::u32,
+          "write_safetensors: ", name, " has unsupported dtype ", dtype_name(t.dtype()));
+    const char* dt = t.dtype() == DType::f32    ? "F32"
+                     : t.dtype() == DType::bf16 ? "BF16"
+                     : t.dtype() == DType::f16  ? "F16"
+                                                : "U32";
     header[name] = {{"dtype", dt}, {"shape", t.shape()}, {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }

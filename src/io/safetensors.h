@@ -40,7 +40,7 @@ class WeightStore {
 
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   const StoredTensor& info(const std::string& name) const;
-  // A view of the stored bytes (f32, bf16 or f16); throws for other dtypes.
+  // A view of the stored bytes (f32, bf16, f16, or u32 codes); throws for other dtypes.
   Tensor get(const std::string& name) const;
   std::vector<std::string> names() const;
   // Sum of all tensor data bytes (what the weights take in memory, mapped or copied).
@@ -61,7 +61,7 @@ class WeightStore {
 // errors as WeightStore::open_folder for everything a header holds.
 std::map<std::string, StoredTensor> read_safetensors_headers(const std::string& dir);
 
-// Writes tensors (f32/bf16/f16) to a .safetensors file; used by tests and tools.
+// Writes tensors (f32/bf16/f16/u32) to a .safetensors file; used by tests and tools.
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
 
 DType parse_safetensors_dtype(const std::string& name);  // throws for unsupported

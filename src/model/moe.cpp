@@ -21,7 +21,22 @@ SparseMoe SparseMoe::load(const WeightLoader& w, const std::string& prefix, cons
 std::vector<GatedMlp> load_experts(const WeightLoader& w, const std::string& prefix, int64_t experts, int64_t hidden,
                                    int64_t intermediate) {
   std::vector<GatedMlp> out;
-  if (w.has(prefix + ".gate_up_proj")) {
+  // MLX-format folders stack the experts as a switch layer beside them:
+  // <parent>.switch_mlp.{gate,up,down}_proj.weight [E, out, in].
+  const std::string switch_mlp = prefix.substr(0, prefix.rfind('.') == std::string::npos ? 0 : prefix.rfind('.')) +
+                                 ".switch_mlp";
+  if (w.has(switch_mlp + ".gate_proj.weight")) {
+    const Tensor gate = w.matmul_weight_stack(switch_mlp + ".gate_proj.weight", experts, intermediate, hidden);
+    const Tensor up = w.matmul_weight_stack(switch_mlp + ".up_proj.weight", experts, intermediate, hidden);
+    const Tensor down = w.matmul_weight_stack(switch_mlp + ".down_proj.weight", experts, hidden, intermediate);
+    for (int64_t e = 0; e < experts; ++e) {
+      GatedMlp m;
+      m.gate.weight = gate.slice_rows(e * intermediate, (e + 1) * intermediate);
+      m.up.weight = up.slice_rows(e * intermediate, (e + 1) * intermediate);
+      m.down.weight = down.slice_rows(e * hidden, (e + 1) * hidden);
+      out.push_back(std::move(m));
+    }
+  } else if (w.has(prefix + ".gate_up_proj")) {
     const int64_t i2 = 2 * intermediate;
     const Tensor gate_up = w.matmul_weight_stack(prefix + ".gate_up_proj", experts, i2, hidden);  // [E·2I, H]
     const Tensor down = w.matmul_weight_stack(prefix + ".down_proj", experts, hidden, intermediate);  // [E·H, I]

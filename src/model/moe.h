@@ -40,7 +40,8 @@ struct SparseMoe {
 
 // A bank of E gated-MLP experts: `prefix`.gate_up_proj [E, 2I, H] (gate rows
 // first) with .down_proj [E, H, I], what transformers 5 saves, or one folder
-// per expert, `prefix`.E.{gate,up,down}_proj.weight.
+// per expert, `prefix`.E.{gate,up,down}_proj.weight, or MLX's switch layer
+// (the parent of `prefix`).switch_mlp.{gate,up,down}_proj.weight [E, out, in].
 std::vector<GatedMlp> load_experts(const WeightLoader& w, const std::string& prefix, int64_t experts, int64_t hidden,
                                    int64_t intermediate);
 

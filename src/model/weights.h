@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/tensor.h"
+#include "io/quantization_config.h"
 #include "io/safetensors.h"
 
 namespace fathom {
@@ -17,9 +18,17 @@ ComputeDType parse_compute_dtype(const std::string& s);  // "f32" | "bf16"
 class WeightLoader {
  public:
   // Every tensor it returns is on `backend`'s device (the CPU keeps the
-  // mapped file's memory as it is).
-  WeightLoader(const WeightStore& store, ComputeDType compute, Backend& backend)
-      : store_(store), compute_(compute), backend_(backend) {}
+  // mapped file's memory as it is). `quantization` is config.json's block for
+  // an MLX-format folder (null otherwise); its per-module entries must name
+  // modules of the weights.
+  WeightLoader(const WeightStore& store, ComputeDType compute, Backend& backend,
+               const QuantizationConfig* quantization = nullptr);
+
+  // MLX quantization: a matmul weight or embedding table NAME ("….weight")
+  // whose module has a .scales tensor comes back affine (packed codes, scales
+  // and biases as stored, never widened); every accessor that wants f32
+  // (f32_matrix, f32_tensor) widens such a module itself.
+  bool quantized(const std::string& name) const;
 
   // A matmul weight [rows, cols]: bf16 stays bf16 (exact when widened for f32
   // compute); f32 stays for f32 compute and becomes bf16 for bf16 compute; f16
@@ -63,6 +72,11 @@ class WeightLoader {
 
  private:
   Tensor fetch(const std::string& name, const std::vector<int64_t>& shape) const;
+  // The affine matrix [count · rows, cols] of a quantized module's stack of
+  // `count` matrices [rows, cols], every shape checked against the config.
+  Tensor fetch_affine(const std::string& name, int64_t count, int64_t rows, int64_t cols) const;
+  // A quantized module widened to f32 [rows, cols] (a private copy, counted).
+  Tensor dequantized(const std::string& name, int64_t rows, int64_t cols) const;
   Tensor to_matmul_dtype(Tensor t) const;
   Tensor host_f32_matrix(const std::string& name, int64_t rows, int64_t cols) const;
   // Rows of t in `order`, into fresh memory (counted unless t already is a conversion).
@@ -73,6 +87,7 @@ class WeightLoader {
   const WeightStore& store_;
   ComputeDType compute_;
   Backend& backend_;
+  const QuantizationConfig* quantization_;
   mutable int64_t converted_bytes_ = 0;
   mutable int64_t device_bytes_ = 0;
 };

@@ -54,7 +54,7 @@ std::vector<float> widen(const Tensor& host) {
       case DType::f32: out[size_t(i)] = host.data<float>()[i]; break;
       case DType::bf16: out[size_t(i)] = bf16_to_f32(host.data<bf16_t>()[i]); break;
       case DType::f16: out[size_t(i)] = decode_f16(host.data<f16_t>()[i]); break;
-      case DType::i32: ADD_FAILURE() << "widen: i32"; break;
+      default: ADD_FAILURE() << "widen: " << dtype_name(host.dtype()); break;
     }
   }
   return out;

@@ -49,9 +49,9 @@ TEST(AffineCodec, FastDequantizationMatchesReference) {
       for (auto& w : codes) w = uint32_t(rng());
       Tensor scales = random_tensor({dim / group}, DType::bf16, rng), biases = random_tensor({dim / group}, DType::bf16, rng);
       std::vector<float> fast(dim), ref(dim);
-      cpu::best_dequant_affine_row()(codes.data(), scales.data<bf16_t>(), biases.data<bf16_t>(), bits, group, dim,
+      cpu::best_dequant_affine_row()(codes.data(), scales.data<bf16_t>(), biases.data<bf16_t>(), DType::bf16, bits, group, dim,
                                      fast.data());
-      cpu::dequant_affine_row_reference(codes.data(), scales.data<bf16_t>(), biases.data<bf16_t>(), bits, group, dim,
+      cpu::dequant_affine_row_reference(codes.data(), scales.data<bf16_t>(), biases.data<bf16_t>(), DType::bf16, bits, group, dim,
                                         ref.data());
       EXPECT_EQ(fast, ref) << bits << " bits, group " << group;
       if (bits > 4) continue;

@@ -142,7 +142,8 @@ void read_kv_row(const KvView& kv, bool values, int64_t head, int64_t j, float* 
   }
   const CodedRows rows = coded_rows(kv, block, values, head, r);
   if (f.codec == KvFormat::Codec::affine)
-    return dequant_affine_row_reference(rows.codes, rows.scales, rows.biases, rows.bits, rows.group, d, out);
+    return dequant_affine_row_reference(rows.codes, rows.scales, rows.biases, DType::bf16, rows.bits, rows.group, d,
+                                        out);
   float table[16];
   for (int c = 0; c < (1 << rows.bits); ++c) table[c] = rows.row_scales[0] * rows.table[c];
   dequant_table_row_reference(rows.codes, rows.bits, table, d, out);

@@ -18,6 +18,13 @@ void CpuBackend::matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bia
 }
 
 void CpuBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) {
+  if (std::any_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w->dtype() == DType::affine; })) {
+    for (const MatmulTarget& t : targets) {
+      if (t.w->dtype() == DType::affine) quant_matmul(x, t, bf16_inputs);
+      else matmul_shared_impl(x, {&t, 1}, bf16_inputs);
+    }
+    return;
+  }
   MatmulArgs base;
   base.M = x.dim(0);
   base.K = x.dim(1);
@@ -98,6 +105,18 @@ void CpuBackend::add_inplace_impl(Tensor& x, const Tensor& y) { add_range(x.data
 
 void CpuBackend::embedding_impl(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) {
   const int64_t d = table.dim(1);
+  if (table.dtype() == DType::affine) {
+    const AffineQuant& q = table.affine_quant();
+    const int64_t words = d * q.bits / 32, groups = d / q.group_size;
+    const size_t param_bytes = dtype_size(q.scales.dtype());
+    static const DequantAffineRow dequant = best_dequant_affine_row();
+    for (size_t i = 0; i < ids.size(); ++i)
+      dequant(table.data<uint32_t>() + ids[i] * words,
+              static_cast<const char*>(q.scales.raw()) + size_t(ids[i] * groups) * param_bytes,
+              static_cast<const char*>(q.biases.raw()) + size_t(ids[i] * groups) * param_bytes, q.scales.dtype(),
+              q.bits, q.group_size, d, out.data<float>() + int64_t(i) * d);
+    return;
+  }
   const size_t row_bytes = size_t(d) * dtype_size(table.dtype());
   for (size_t i = 0; i < ids.size(); ++i)
     widen_row(static_cast<const char*>(table.raw()) + size_t(ids[i]) * row_bytes, table.dtype(), d,

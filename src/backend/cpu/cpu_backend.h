@@ -2,7 +2,7 @@
 // The CPU implementation of Backend. Argument checks happened in Backend;
 // here each op splits its work over the thread pool and calls a kernel. The
 // ops are implemented in several files by kind: cpu_backend.cpp (matmul,
-// norms, attention), cpu_memory.cpp (memory and KV rows), cpu_rows.cpp
+// norms, attention), cpu_quant_matmul.cpp (matmuls over quantized weights), cpu_memory.cpp (memory and KV rows), cpu_rows.cpp
 // (elementwise, row movement, routing) and cpu_delta_rule.cpp (Gated DeltaNet).
 #include <map>
 #include <memory>
@@ -84,6 +84,8 @@ class CpuBackend final : public Backend {
     }
     return t;
   }
+  // A matmul whose weight is affine-quantized (cpu_quant_matmul.cpp).
+  void quant_matmul(const Tensor& x, const MatmulTarget& target, bool bf16_inputs);
   // The rotation of a codebook view (built once per seed and head_dim).
   const HadamardRotation& rotation(const KvView& kv);
 
@@ -94,6 +96,8 @@ class CpuBackend final : public Backend {
   Tensor rounded_bf16_;
   Tensor rotated_;  // codebook attention: the queries rotated into the cache's space
   std::vector<Tensor> scratch_;
+  Tensor quant_x_, quant_planes_, quant_sums_;  // quantized matmul: x as multiplied, reordered, summed per group
+  std::vector<Tensor> quant_panels_;            // per thread: weight rows dequantized for the blocked matmul
   std::map<std::pair<uint64_t, int64_t>, std::unique_ptr<HadamardRotation>> rotations_;
 };
 

@@ -62,7 +62,9 @@ void widen_row(const void* src, DType dtype, int64_t n, float* dst) {
     case DType::f16:
       for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(static_cast<const f16_t*>(src)[i]);
       break;
-    case DType::i32: break;
+    case DType::i32:
+    case DType::u32:
+    case DType::affine: break;  // not values a row of floats is widened from (callers check)
   }
 }
 

@@ -50,14 +50,59 @@ void to_bf16_avx512(const float* src, int64_t n, bf16_t* dst);
 // out[i] = the i-th `bits`-wide code of a little-endian bit stream, i < n.
 void unpack_codes_reference(const uint32_t* words, int bits, int64_t n, int32_t* out);
 
-// One affine-quantized row widened: out[i] = scale[g]·q_i + bias[g], g = i / group.
-using DequantAffineRow = void (*)(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
-                                  int group, int64_t dim, float* out);
-void dequant_affine_row_reference(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
-                                  int group, int64_t dim, float* out);
-void dequant_affine_row_avx512(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
+// Element i of a scale or bias array stored as f32, bf16 or f16.
+inline float param_at(const void* p, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::bf16: return bf16_to_f32(static_cast<const bf16_t*>(p)[i]);
+    case DType::f16: return f16_to_f32(static_cast<const f16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+// One affine-quantized row widened: out[i] = fma(q_i, scale[g], bias[g]), g = i / group,
+// the scales and biases stored as `params` (f32, bf16 or f16).
+using DequantAffineRow = void (*)(const uint32_t* codes, const void* scales, const void* biases, DType params,
+                                  int bits, int group, int64_t dim, float* out);
+void dequant_affine_row_reference(const uint32_t* codes, const void* scales, const void* biases, DType params,
+                                  int bits, int group, int64_t dim, float* out);
+void dequant_affine_row_avx512(const uint32_t* codes, const void* scales, const void* biases, DType params, int bits,
                                int group, int64_t dim, float* out);
 DequantAffineRow best_dequant_affine_row();
+
+// A matmul over an affine-quantized weight: y[M, N] = x[M, K] · Wᵀ + bias, with
+// W[n][k] = fma(q, scale, bias) of its group in f32 (never rounded further).
+struct QuantMatmulArgs {
+  const float* x = nullptr;             // [M, K]; bf16-rounded values for bf16 compute
+  const void* x_planes = nullptr;       // x in quant_gemv's order (quant_gemv_planes), f32 or bf16, or null
+  bool bf16_planes = false;             // x_planes are bf16 (bf16 compute: multiplied with vdpbf16ps)
+  const float* x_group_sums = nullptr;  // [M, K / group]: Σ x over each group (the bias term)
+  const uint32_t* codes = nullptr;   // [N, K · bits / 32]
+  const void* scales = nullptr;      // [N, K / group]
+  const void* biases = nullptr;      // [N, K / group]
+  DType params = DType::bf16;        // of scales and biases
+  int bits = 0, group = 0;
+  const float* bias = nullptr;       // [N] or null
+  float* y = nullptr;                // [M, N]
+  int64_t M = 0, N = 0, K = 0;
+};
+// Output columns [n0, n1) for every row.
+using QuantMatmulSlice = void (*)(const QuantMatmulArgs&, int64_t n0, int64_t n1);
+// Dequantizes each weight row and sums in double: the oracle.
+void quant_matmul_reference(const QuantMatmulArgs& a, int64_t n0, int64_t n1);
+// Decode and verify steps (M ≤ 16) for 2-, 4- and 8-bit codes: W is never
+// materialized. Each block of 16 code words is split into planes of codes that
+// sit at the same place in every word (f32 x: 32-bit lanes, plane j holding
+// code j of each word) or in every half-word (bf16 x: 16-bit lanes of codes of
+// at most 4 bits, an 8-bit code as two nibbles whose high one meets 16·x); x is
+// reordered once to match (x_planes), each plane is multiplied with it and each
+// f32 lane — 32/bits consecutive values of one group — is scaled by its group's
+// scale: y = Σ_g scale_g · (q_g · x_g) + bias_g · Σ x_g.
+bool quant_gemv_takes(int bits, int64_t K);
+// Elements of x_planes per row of x.
+int64_t quant_gemv_plane_elements(int bits, int64_t K, bool bf16);
+// x [M, K] → x_planes (f32 or bf16, quant_gemv_plane_elements per row).
+void quant_gemv_planes(const float* x, int64_t M, int64_t K, int bits, bool bf16, void* out);
+void quant_gemv_avx512(const QuantMatmulArgs& a, int64_t n0, int64_t n1);
 
 // One codebook-quantized row widened: out[i] = table[q_i] (table of 2^bits ≤ 16 floats).
 using DequantTableRow = void (*)(const uint32_t* codes, int bits, const float* table, int64_t dim, float* out);

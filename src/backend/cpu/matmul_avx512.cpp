@@ -9,6 +9,7 @@
 #include <vector>
 #include <type_traits>
 
+#include "backend/cpu/codes_avx512.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/kernels.h"
 
@@ -119,57 +120,18 @@ void matmul_slice_avx512(const MatmulArgs& a, int64_t n0, int64_t n1) {
     blocked_matmul<DotF32<float>>(a, a.x, static_cast<const float*>(a.w), n0, n1);
 }
 
-namespace {
 
-// Codes [i, i + 16) of a little-endian stream of `bits`-wide codes, as 16 lanes.
-// For 3 and 6 bits the gather reads up to 3 bytes past code i + 15, so callers
-// keep the last 16 codes of a stream for the plain path.
-inline __m512i codes16(const uint32_t* words, int bits, int64_t i) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
-  if ((bits & (bits - 1)) == 0) {
-    const int per_word = 32 / bits;
-    const __m512i word_of_lane = _mm512_srli_epi32(lane, __builtin_ctz(per_word));
-    // 1-bit codes: 16 codes are half a word, and may start at its middle.
-    const int first_bit = int(i % per_word) * bits;
-    const __m512i shift = _mm512_add_epi32(
-        _mm512_mullo_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(per_word - 1)), _mm512_set1_epi32(bits)),
-        _mm512_set1_epi32(first_bit));
-    const int words_read = std::max(1, 16 / per_word);
-    const __m512i w = _mm512_maskz_loadu_epi32(__mmask16((1u << words_read) - 1), words + i / per_word);
-    return _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(word_of_lane, w), shift), mask);
-  }
-  const __m512i at = _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32(bits)),
-                                      _mm512_set1_epi32(int(i * bits)));
-  const __m512i got = _mm512_i32gather_epi32(_mm512_srli_epi32(at, 3), reinterpret_cast<const char*>(words), 1);
-  return _mm512_and_si512(_mm512_srlv_epi32(got, _mm512_and_si512(at, _mm512_set1_epi32(7))), mask);
-}
-
-// How many leading codes of an n-code stream codes16 may take.
-inline int64_t simd_codes(int bits, int64_t n) {
-  const int64_t usable = (bits & (bits - 1)) == 0 ? n : n - 16;
-  return usable > 0 ? usable / 16 * 16 : 0;
-}
-
-inline int32_t code_at(const uint32_t* words, int bits, int64_t i) {
-  const int64_t bit = i * bits, w = bit >> 5, shift = bit & 31;
-  uint64_t both = words[w];
-  if (shift + bits > 32) both |= uint64_t(words[w + 1]) << 32;
-  return int32_t((both >> shift) & ((1u << bits) - 1));
-}
-
-}  // namespace
-
-void dequant_affine_row_avx512(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
+void dequant_affine_row_avx512(const uint32_t* codes, const void* scales, const void* biases, DType params, int bits,
                                int group, int64_t dim, float* out) {
   const int64_t simd = group % 16 == 0 ? simd_codes(bits, dim) : 0;
   for (int64_t i = 0; i < simd; i += 16) {
-    const __m512 s = _mm512_set1_ps(bf16_to_f32(scales[i / group]));
-    const __m512 b = _mm512_set1_ps(bf16_to_f32(biases[i / group]));
+    const __m512 s = _mm512_set1_ps(param_at(scales, params, i / group));
+    const __m512 b = _mm512_set1_ps(param_at(biases, params, i / group));
     _mm512_storeu_ps(out + i, _mm512_fmadd_ps(_mm512_cvtepi32_ps(codes16(codes, bits, i)), s, b));
   }
   for (int64_t i = simd; i < dim; ++i)
-    out[i] = std::fma(float(code_at(codes, bits, i)), bf16_to_f32(scales[i / group]), bf16_to_f32(biases[i / group]));
+    out[i] = std::fma(float(code_at(codes, bits, i)), param_at(scales, params, i / group),
+                      param_at(biases, params, i / group));
 }
 
 void dequant_table_row_avx512(const uint32_t* codes, int bits, const float* table, int64_t dim, float* out) {

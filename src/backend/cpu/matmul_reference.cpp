@@ -47,12 +47,28 @@ void unpack_codes_reference(const uint32_t* words, int bits, int64_t n, int32_t*
   }
 }
 
-void dequant_affine_row_reference(const uint32_t* codes, const bf16_t* scales, const bf16_t* biases, int bits,
-                                  int group, int64_t dim, float* out) {
+void dequant_affine_row_reference(const uint32_t* codes, const void* scales, const void* biases, DType params,
+                                  int bits, int group, int64_t dim, float* out) {
   std::vector<int32_t> q(static_cast<size_t>(dim));
   unpack_codes_reference(codes, bits, dim, q.data());
   for (int64_t i = 0; i < dim; ++i)
-    out[i] = std::fma(float(q[i]), bf16_to_f32(scales[i / group]), bf16_to_f32(biases[i / group]));
+    out[i] = std::fma(float(q[i]), param_at(scales, params, i / group), param_at(biases, params, i / group));
+}
+
+void quant_matmul_reference(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
+  const int64_t words = a.K * a.bits / 32, groups = a.K / a.group;
+  const size_t param_bytes = dtype_size(a.params);
+  std::vector<float> w(static_cast<size_t>(a.K));
+  for (int64_t n = n0; n < n1; ++n) {
+    dequant_affine_row_reference(a.codes + n * words, static_cast<const char*>(a.scales) + n * groups * param_bytes,
+                                 static_cast<const char*>(a.biases) + n * groups * param_bytes, a.params, a.bits,
+                                 a.group, a.K, w.data());
+    for (int64_t m = 0; m < a.M; ++m) {
+      double sum = 0.0;
+      for (int64_t k = 0; k < a.K; ++k) sum += double(a.x[m * a.K + k]) * double(w[size_t(k)]);
+      a.y[m * a.N + n] = float(sum) + (a.bias ? a.bias[n] : 0.0f);
+    }
+  }
 }
 
 void dequant_table_row_reference(const uint32_t* codes, int bits, const float* table, int64_t dim, float* out) {

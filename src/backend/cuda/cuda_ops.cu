@@ -303,7 +303,9 @@ void CudaBackend::embedding_impl(const Tensor& table, const std::vector<int32_t>
                                                                  d, out.data<float>());
       break;
     case DType::i32:
-      fail("embedding: an i32 table is not supported on cuda");
+    case DType::u32:
+    case DType::affine:
+      fail("embedding: a ", dtype_name(table.dtype()), " table is not supported on cuda");
   }
   check_launch("embedding");
 }

@@ -35,7 +35,7 @@ class Gemma3Model final : public DecoderModel {
     check(c.hidden_activation == "gelu_pytorch_tanh" || c.hidden_activation == "gelu_tanh",
           "gemma3: hidden_activation \"", c.hidden_activation, "\" is not supported (gelu_pytorch_tanh is)");
     check(global_rope_.half() == local_rope_.half(), "gemma3: global and local RoPE rotate different dims");
-    const WeightLoader w(weights_, dtype_, *backend_);
+    const WeightLoader w(weights_, dtype_, *backend_, c.quantization ? &*c.quantization : nullptr);
     const std::string root = text_prefix(w);
     embed_ = w.table(root + "embed_tokens.weight", c.vocab_size, c.hidden_size);
     // transformers multiplies by √hidden cast to the weights' (compute) dtype.

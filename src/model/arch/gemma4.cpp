@@ -109,7 +109,7 @@ class Gemma4Model final : public DecoderModel {
           "gemma4: hidden_activation \"", c.hidden_activation, "\" is not supported (gelu_pytorch_tanh is)");
     make_rope_tables();
 
-    const WeightLoader w(weights_, dtype_, *backend_);
+    const WeightLoader w(weights_, dtype_, *backend_, c.quantization ? &*c.quantization : nullptr);
     const std::string root = text_prefix(w);
     embed_ = w.table(root + "embed_tokens.weight", c.vocab_size, c.hidden_size);
     embed_scale_ = in_compute_dtype(std::sqrt(double(c.hidden_size)), bf16());

@@ -31,7 +31,7 @@ class LlamaFamilyModel final : public DecoderModel {
     require_attention_layers();
     check(c.model_type != "qwen3_moe" || c.num_experts > 0,
           "model_type qwen3_moe: config.json has no experts (num_experts / num_local_experts)");
-    const WeightLoader w(weights_, dtype_, *backend_);
+    const WeightLoader w(weights_, dtype_, *backend_, c.quantization ? &*c.quantization : nullptr);
     embed_ = w.table("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = "model.layers." + std::to_string(i);

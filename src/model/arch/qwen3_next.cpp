@@ -90,7 +90,7 @@ class Qwen3NextModel final : public DecoderModel {
     check(c.linear_attention.has_value(), "model_type ", c.model_type, ": config.json has no linear attention sizes");
     check(c.hidden_activation == "silu", "model_type ", c.model_type, ": hidden_act \"", c.hidden_activation,
           "\" is not supported (silu is)");
-    const WeightLoader w(weights_, dtype_, *backend_);
+    const WeightLoader w(weights_, dtype_, *backend_, c.quantization ? &*c.quantization : nullptr);
     const std::string root = text_prefix(w);
     embed_ = w.table(root + "embed_tokens.weight", c.vocab_size, c.hidden_size);
     for (int64_t i = 0; i < c.num_layers; ++i) {

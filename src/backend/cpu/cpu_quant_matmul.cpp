@@ -1,0 +1,98 @@
+// Matmuls over affine-quantized weights on the CPU. The weight is never
+// widened as a whole: decode and verify steps (a few rows of x) multiply the
+// packed codes directly (quant_gemv); longer steps dequantize a panel of
+// weight rows at a time into per-thread f32 scratch and run the blocked f32
+// matmul on it, so a prefill chunk reuses each widened panel for all its rows.
+// Either way W is scale·q + bias in f32, never rounded to bf16; bf16 compute
+// rounds x, as it does for every matmul.
+#include <algorithm>
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace fathom::cpu {
+namespace {
+
+constexpr int64_t kGemvMaxRows = 16;
+constexpr int64_t kPanelBytes = 128 << 10;  // one thread's widened weight rows: L2-resident
+
+int64_t panel_rows(int64_t K) {
+  return std::clamp<int64_t>(kPanelBytes / (K * int64_t(sizeof(float))) / 16 * 16, 16, 64);
+}
+
+}  // namespace
+
+void CpuBackend::quant_matmul(const Tensor& x, const MatmulTarget& t, bool bf16_inputs) {
+  const Tensor& w = *t.w;
+  const AffineQuant& q = w.affine_quant();
+  QuantMatmulArgs a;
+  a.M = x.dim(0);
+  a.K = x.dim(1);
+  a.N = w.dim(0);
+  a.codes = w.data<uint32_t>();
+  a.scales = q.scales.raw();
+  a.biases = q.biases.raw();
+  a.params = q.scales.dtype();
+  a.bits = q.bits;
+  a.group = q.group_size;
+  a.bias = t.bias ? t.bias->data<float>() : nullptr;
+  a.y = t.y->data<float>();
+  a.x = x.data<float>();
+  if (bf16_inputs) {
+    float* rounded = grow(quant_x_, a.M * a.K, DType::f32).data<float>();
+    for (int64_t i = 0; i < a.M * a.K; ++i) rounded[i] = bf16_to_f32(f32_to_bf16(a.x[i]));
+    a.x = rounded;
+  }
+
+  if (a.M <= kGemvMaxRows && isa_ == Isa::avx512 && quant_gemv_takes(a.bits, a.K)) {
+    const int64_t groups = a.K / a.group;
+    float* sums = grow(quant_sums_, a.M * groups, DType::f32).data<float>();
+    for (int64_t i = 0; i < a.M * groups; ++i) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < a.group; ++k) s += a.x[i * a.group + k];
+      sums[i] = s;
+    }
+    // bf16 compute multiplies bf16 x by the codes' bf16 values (exact small
+    // integers) in pairs; f32 compute widens the codes to f32.
+    a.bf16_planes = bf16_inputs;
+    const int64_t plane_elements = a.M * quant_gemv_plane_elements(a.bits, a.K, bf16_inputs);
+    Tensor& planes = grow(quant_planes_, plane_elements * (bf16_inputs ? 2 : 4) / 4, DType::f32);
+    quant_gemv_planes(a.x, a.M, a.K, a.bits, bf16_inputs, planes.raw());
+    a.x_group_sums = sums;
+    a.x_planes = planes.raw();
+    pool_.parallel_for(a.N, 16, [&](int64_t n0, int64_t n1) { quant_gemv_avx512(a, n0, n1); });
+    return;
+  }
+
+  // Panels of weight rows, dealt round-robin to the threads.
+  const int64_t rows = panel_rows(a.K), panels = (a.N + rows - 1) / rows;
+  const int64_t words = a.K * a.bits / 32, groups = a.K / a.group;
+  const size_t param_bytes = dtype_size(a.params);
+  const int threads = pool_.size();
+  quant_panels_.resize(size_t(threads));
+  for (auto& p : quant_panels_) grow(p, rows * a.K, DType::f32);
+  static const DequantAffineRow dequant = best_dequant_affine_row();
+  pool_.run([&](int thread, int count) {
+    float* panel = quant_panels_[size_t(thread)].data<float>();
+    for (int64_t p = thread; p < panels; p += count) {
+      const int64_t n0 = p * rows, n1 = std::min(a.N, n0 + rows);
+      for (int64_t n = n0; n < n1; ++n)
+        dequant(a.codes + n * words, static_cast<const char*>(a.scales) + size_t(n * groups) * param_bytes,
+                static_cast<const char*>(a.biases) + size_t(n * groups) * param_bytes, a.params, a.bits, a.group,
+                a.K, panel + (n - n0) * a.K);
+      // Output columns [n0, n1) through the f32 kernel: y and bias offset by
+      // n0, the row stride still N.
+      MatmulArgs m;
+      m.x = a.x;
+      m.w = panel;
+      m.w_dtype = DType::f32;
+      m.bias = a.bias ? a.bias + n0 : nullptr;
+      m.y = a.y + n0;
+      m.M = a.M;
+      m.N = a.N;
+      m.K = a.K;
+      kernels_.matmul(m, 0, n1 - n0);
+    }
+  });
+}
+
+}  // namespace fathom::cpu

@@ -1,0 +1,182 @@
+#include "model/quantize_folder.h"
+
+#include <filesystem>
+#include <fstream>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+
+#include "backend/affine_weights.h"
+#include "core/error.h"
+#include "io/model_config.h"
+#include "io/quantization_config.h"
+#include "io/safetensors.h"
+
+namespace fathom {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// mlx-lm's mixed recipes: (low bits, high bits).
+std::pair<int, int> recipe_bits(const std::string& recipe) {
+  static const std::map<std::string, std::pair<int, int>> recipes = {
+      {"mixed_2_6", {2, 6}}, {"mixed_3_4", {3, 4}}, {"mixed_3_5", {3, 5}}, {"mixed_3_6", {3, 6}},
+      {"mixed_3_8", {3, 8}}, {"mixed_4_6", {4, 6}}, {"mixed_4_8", {4, 8}}};
+  const auto it = recipes.find(recipe);
+  if (it != recipes.end()) return it->second;
+  std::string names;
+  for (const auto& [name, _] : recipes) names += (names.empty() ? "" : ", ") + name;
+  fail("quantize: --mixed ", recipe, " is not a recipe (", names, ")");
+}
+
+// The layer index in a module path ("model.layers.7.mlp.down_proj" → 7), or 0.
+int64_t layer_of(const std::string& module) {
+  static const std::regex layer(R"(\.layers\.(\d+)\.)");
+  std::smatch m;
+  return std::regex_search(module, m, layer) ? std::stoll(m[1].str()) : 0;
+}
+
+// How one module is quantized, or nullopt to keep it as stored.
+std::optional<QuantParams> params_for(const std::string& module, int64_t cols, const QuantizeOptions& o,
+                                      int64_t layers) {
+  QuantParams p{o.bits, o.group_size};
+  if (!o.mixed.empty()) {
+    const auto [low, high] = recipe_bits(o.mixed);
+    const int64_t i = layer_of(module);
+    const bool more_bits = i < layers / 8 || i >= 7 * layers / 8 || (i - layers / 8) % 3 == 2;
+    const bool head = module.find("lm_head") != std::string::npos || module.find("embed_tokens") != std::string::npos;
+    const bool sensitive = module.find("v_proj") != std::string::npos || module.find("down_proj") != std::string::npos;
+    p = {head || (more_bits && sensitive) ? high : low, 64};
+  }
+  if (cols % p.group_size != 0) return std::nullopt;
+  return p;
+}
+
+// MoE experts stored one folder per expert (…mlp.experts.E.gate_proj.weight)
+// become MLX's switch layer (…mlp.switch_mlp.gate_proj.weight [E, out, in]).
+struct SwitchStack {
+  std::string name;                      // the stacked tensor's name
+  std::map<int64_t, std::string> parts;  // expert → its stored tensor
+};
+
+std::map<std::string, SwitchStack> expert_stacks(const std::vector<std::string>& names) {
+  static const std::regex expert(R"((.*)\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight)");
+  std::map<std::string, SwitchStack> stacks;
+  for (const auto& name : names) {
+    std::smatch m;
+    if (!std::regex_match(name, m, expert)) continue;
+    const std::string stacked = m[1].str() + ".switch_mlp." + m[3].str() + ".weight";
+    stacks[stacked].name = stacked;
+    stacks[stacked].parts[std::stoll(m[2].str())] = name;
+  }
+  return stacks;
+}
+
+// The experts of one stack as one [E, out, in] tensor in their stored dtype.
+Tensor stack_experts(const WeightStore& store, const SwitchStack& s) {
+  const Tensor first = store.get(s.parts.begin()->second);
+  check(first.rank() == 2, "quantize: expert weight ", s.parts.begin()->second, " is not a matrix");
+  const int64_t e = int64_t(s.parts.size());
+  check(s.parts.rbegin()->first == e - 1, "quantize: experts of ", s.name, " are not numbered 0..", e - 1);
+  Tensor out = Tensor::empty({e, first.dim(0), first.dim(1)}, first.dtype());
+  for (const auto& [i, name] : s.parts) {
+    const Tensor t = store.get(name);
+    check(t.shape() == first.shape() && t.dtype() == first.dtype(), "quantize: expert weight ", name, " is ",
+          dtype_name(t.dtype()), " ", t.shape_string(), ", unlike ", s.parts.begin()->second);
+    std::memcpy(static_cast<char*>(out.raw()) + size_t(i) * t.nbytes(), t.raw(), t.nbytes());
+  }
+  return out;
+}
+
+}  // namespace
+
+QuantizeReport quantize_folder(const std::string& in, const std::string& out, const QuantizeOptions& o) {
+  check(o.bits == 2 || o.bits == 3 || o.bits == 4 || o.bits == 5 || o.bits == 6 || o.bits == 8, "quantize: --bits ",
+        o.bits, " is not supported (2, 3, 4, 5, 6 or 8)");
+  check(o.group_size == 32 || o.group_size == 64 || o.group_size == 128, "quantize: --group-size ", o.group_size,
+        " is not supported (32, 64 or 128)");
+  if (!o.mixed.empty()) recipe_bits(o.mixed);
+  std::error_code ec;
+  check(fs::is_directory(in, ec), "quantize: model folder not found: ", in);
+  check(!fs::exists(out, ec) || !fs::equivalent(in, out, ec), "quantize: --out must not be the input folder");
+  json config;
+  {
+    std::ifstream f(fs::path(in) / "config.json");
+    check(bool(f), "quantize: cannot read ", (fs::path(in) / "config.json").string());
+    config = json::parse(f, nullptr, /*allow_exceptions=*/false);
+    check(config.is_object(), "quantize: ", (fs::path(in) / "config.json").string(), " is not a JSON object");
+  }
+  const ModelConfig model = parse_model_config(config);
+  check(!model.quantization, "quantize: ", in, " is already quantized (config.json has a quantization block)");
+
+  const WeightStore store = WeightStore::open_folder(in);
+  std::vector<std::string> names = store.names();
+  const auto stacks = expert_stacks(names);
+  std::map<std::string, bool> stacked_part;
+  for (const auto& [_, s] : stacks)
+    for (const auto& [__, part] : s.parts) stacked_part[part] = true;
+
+  QuantizationConfig q;
+  q.defaults = {o.mixed.empty() ? o.bits : recipe_bits(o.mixed).first, o.mixed.empty() ? o.group_size : 64};
+  QuantizeReport report;
+  std::map<std::string, Tensor> written;
+  auto add = [&](const std::string& name, const Tensor& t) {
+    // Linear and Embedding weights (matrices) and switch layers (stacks of them).
+    const bool quantizable = ends_with(name, ".weight") && (t.rank() == 2 || (t.rank() == 3 && stacks.count(name)));
+    report.bytes_in += int64_t(t.nbytes());
+    const std::string module = quantizable ? name.substr(0, name.size() - 7) : name;
+    const std::optional<QuantParams> p =
+        quantizable ? params_for(module, t.dim(-1), o, model.num_layers) : std::nullopt;
+    if (!p) {
+      if (quantizable) ++report.kept_modules;
+      written[name] = t;
+      report.bytes_out += int64_t(t.nbytes());
+      return;
+    }
+    const int64_t rows = t.numel() / t.dim(-1), cols = t.dim(-1);
+    check(t.dtype() == DType::f32 || t.dtype() == DType::bf16 || t.dtype() == DType::f16, "quantize: ", name,
+          " is ", dtype_name(t.dtype()), ", not a float weight");
+    const Tensor affine = quantize_affine(t.reshape({rows, cols}), p->bits, p->group_size, t.dtype());
+    const AffineQuant& aq = affine.affine_quant();
+    std::vector<int64_t> codes_shape = t.shape(), groups_shape = t.shape();
+    codes_shape.back() = cols * p->bits / 32;
+    groups_shape.back() = cols / p->group_size;
+    // The codes' storage lives as long as the affine tensor does.
+    written[name] = Tensor::borrow(affine.raw(), codes_shape, DType::u32, std::make_shared<Tensor>(affine));
+    written[module + ".scales"] = aq.scales.reshape(groups_shape);
+    written[module + ".biases"] = aq.biases.reshape(groups_shape);
+    report.bytes_out += int64_t(affine.nbytes() + aq.scales.nbytes() + aq.biases.nbytes());
+    ++report.quantized_modules;
+    if (!o.mixed.empty() || *p != q.defaults) q.modules[module] = *p;
+  };
+  for (const auto& name : names)
+    if (!stacked_part.count(name)) add(name, store.get(name));
+  for (const auto& [name, s] : stacks) add(name, stack_experts(store, s));
+
+  fs::create_directories(out, ec);
+  check(!ec, "quantize: cannot create ", out, ": ", ec.message());
+  // Every other file of the folder (tokenizer, chat template, generation config) as it is.
+  for (const auto& entry : fs::directory_iterator(in)) {
+    const std::string file = entry.path().filename().string();
+    if (!entry.is_regular_file() || file == "config.json" || file.find(".safetensors") != std::string::npos) continue;
+    fs::copy_file(entry.path(), fs::path(out) / file, fs::copy_options::overwrite_existing, ec);
+    check(!ec, "quantize: cannot copy ", entry.path().string(), ": ", ec.message());
+  }
+  fs::remove(fs::path(out) / "model.safetensors.index.json", ec);
+  write_safetensors((fs::path(out) / "model.safetensors").string(), written);
+  config["quantization"] = q.to_json();
+  config["quantization_config"] = q.to_json();
+  std::ofstream f(fs::path(out) / "config.json");
+  f << config.dump(2) << "\n";
+  check(bool(f), "quantize: cannot write ", (fs::path(out) / "config.json").string());
+  return report;
+}
+
+}  // namespace fathom

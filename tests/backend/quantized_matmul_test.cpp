@@ -1,0 +1,264 @@
+// MLX affine-quantized weights on the CPU: the packing and dequantization
+// against an independent scalar formula, quantize_affine's error bound, and
+// every matmul path (decode's packed GEMV, prefill's widened panels, through
+// the backend) against the dequantize-then-multiply reference, for every bit
+// width, group size and scale dtype, on fresh random inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backend/affine_codec.h"
+#include "backend/affine_weights.h"
+#include "backend/cpu/kernels.h"
+#include "test_util.h"
+
+namespace fathom {
+namespace {
+
+using testing::fresh_rng;
+using testing::random_tensor;
+
+constexpr int kBits[] = {2, 3, 4, 5, 6, 8};
+constexpr int kGroups[] = {32, 64, 128};
+
+// A random affine matrix built from known codes: codes[r * cols + i].
+struct KnownAffine {
+  Tensor w;
+  std::vector<uint32_t> codes;
+};
+
+KnownAffine known_affine(int64_t rows, int64_t cols, int bits, int group, DType params, std::mt19937_64& rng) {
+  KnownAffine k;
+  Tensor packed = Tensor::empty({rows, cols * bits / 32}, DType::u32);
+  std::fill_n(packed.data<uint32_t>(), packed.numel(), 0u);
+  std::uniform_int_distribution<uint32_t> code(0, (1u << bits) - 1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < cols; ++i) {
+      k.codes.push_back(code(rng));
+      pack_code(packed.data<uint32_t>() + r * (cols * bits / 32), bits, i, k.codes.back());
+    }
+  AffineQuant q{bits, group, random_tensor({rows, cols / group}, params, rng, 0.05f),
+                random_tensor({rows, cols / group}, params, rng, 0.3f)};
+  k.w = Tensor::affine(packed, cols, std::move(q), "test");
+  return k;
+}
+
+float param(const Tensor& t, int64_t i) { return cpu::param_at(t.raw(), t.dtype(), i); }
+
+TEST(AffineWeights, DequantizationIsScaleTimesCodePlusBias) {
+  auto rng = fresh_rng();
+  for (int bits : kBits)
+    for (int group : kGroups)
+      for (DType params : {DType::bf16, DType::f16, DType::f32}) {
+        const int64_t rows = 3, cols = 256;
+        const KnownAffine k = known_affine(rows, cols, bits, group, params, rng);
+        const Tensor f = dequantize_affine(k.w);
+        const AffineQuant& q = k.w.affine_quant();
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t i = 0; i < cols; ++i) {
+            const int64_t g = r * (cols / group) + i / group;
+            const float want = std::fma(float(k.codes[size_t(r * cols + i)]), param(q.scales, g), param(q.biases, g));
+            ASSERT_EQ(f.data<float>()[r * cols + i], want)
+                << bits << " bits, group " << group << ", " << dtype_name(params) << ", row " << r << ", value " << i;
+          }
+      }
+}
+
+TEST(AffineWeights, ThreeBitPacksAsMlxDoes) {
+  // MLX packs 3-bit values 8 to 3 bytes, little-endian and low bits first:
+  // values 0..7 (and again) give the bytes 0x88 0xC6 0xFA per pack.
+  Tensor packed = Tensor::empty({1, 3}, DType::u32);
+  std::fill_n(packed.data<uint32_t>(), 3, 0u);
+  for (int i = 0; i < 32; ++i) pack_code(packed.data<uint32_t>(), 3, i, uint32_t(i % 8));
+  const auto* bytes = static_cast<const uint8_t*>(packed.raw());
+  for (int p = 0; p < 4; ++p) {
+    EXPECT_EQ(bytes[3 * p], 0x88) << p;
+    EXPECT_EQ(bytes[3 * p + 1], 0xC6) << p;
+    EXPECT_EQ(bytes[3 * p + 2], 0xFA) << p;
+  }
+}
+
+TEST(AffineWeights, QuantizeKeepsEachValueWithinAStep) {
+  auto rng = fresh_rng();
+  for (int bits : kBits)
+    for (int group : kGroups) {
+      const Tensor w = random_tensor({4, 384}, DType::f32, rng);
+      const Tensor q = quantize_affine(w, bits, group, DType::f32);
+      const Tensor back = dequantize_affine(q);
+      const AffineQuant& a = q.affine_quant();
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const float step = std::abs(a.scales.data<float>()[i / group]);
+        ASSERT_LE(std::abs(back.data<float>()[i] - w.data<float>()[i]), step * 1.001f + 1e-6f)
+            << bits << " bits, group " << group << ", value " << i;
+      }
+      // The group's extreme of larger magnitude is kept exactly.
+      for (int64_t g = 0; g < w.numel() / group; ++g) {
+        const float* v = w.data<float>() + g * group;
+        float edge = v[0];
+        for (int i = 1; i < group; ++i)
+          if (std::abs(v[i]) > std::abs(edge)) edge = v[i];
+        EXPECT_EQ(a.biases.data<float>()[g], edge) << bits << " bits, group " << group;
+      }
+    }
+}
+
+TEST(AffineWeights, SlicesAndReshapesCarryTheirScales) {
+  auto rng = fresh_rng();
+  const KnownAffine k = known_affine(12, 128, 4, 32, DType::bf16, rng);
+  const Tensor all = dequantize_affine(k.w);
+  const Tensor part = dequantize_affine(k.w.slice_rows(5, 9));
+  for (int64_t i = 0; i < 4 * 128; ++i) ASSERT_EQ(part.data<float>()[i], all.data<float>()[5 * 128 + i]);
+  const Tensor stacked = k.w.reshape({3, 4, 128});
+  EXPECT_EQ(stacked.affine_quant().scales.shape(), (std::vector<int64_t>{3, 4, 4}));
+  EXPECT_EQ(k.w.nbytes(), size_t(12 * 128 * 4 / 8));
+  EXPECT_THROW(k.w.reshape({12 * 128}), Error);
+}
+
+TEST(AffineWeights, ShapesThatDisagreeAreErrorsNamingTheTensor) {
+  Tensor codes = Tensor::empty({4, 16}, DType::u32), scales = Tensor::empty({4, 4}, DType::bf16);
+  try {
+    Tensor::affine(codes, 128, AffineQuant{8, 32, scales, scales}, "model.layers.0.mlp.up_proj.weight");
+    FAIL() << "8-bit codes of 128 columns need 32 words a row";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.0.mlp.up_proj.weight"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Tensor::affine(codes, 128, AffineQuant{7, 32, scales, scales}, "w"), Error);
+  EXPECT_THROW(Tensor::affine(codes, 128, AffineQuant{4, 48, scales, scales}, "w"), Error);
+}
+
+// x · Wᵀ with W dequantized, in double: what every fast path must give.
+std::vector<float> expected(const Tensor& x, const Tensor& w_f32, const float* bias) {
+  const int64_t m = x.dim(0), k = x.dim(1), n = w_f32.dim(0);
+  std::vector<float> y(size_t(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t t = 0; t < k; ++t) s += double(x.data<float>()[i * k + t]) * w_f32.data<float>()[j * k + t];
+      y[size_t(i * n + j)] = float(s) + (bias ? bias[j] : 0.0f);
+    }
+  return y;
+}
+
+// |got − want| against the scale of the sum's terms, Σ|x|·|w|, per output.
+void expect_matmul_close(const float* got, const std::vector<float>& want, const Tensor& x, const Tensor& w_f32,
+                         const std::string& what) {
+  const int64_t m = x.dim(0), k = x.dim(1), n = w_f32.dim(0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double mag = 0;
+      for (int64_t t = 0; t < k; ++t)
+        mag += std::abs(double(x.data<float>()[i * k + t]) * w_f32.data<float>()[j * k + t]);
+      ASSERT_LE(std::abs(double(got[i * n + j]) - want[size_t(i * n + j)]), 2e-6 * mag + 1e-6)
+          << what << ": row " << i << ", column " << j;
+    }
+}
+
+TEST(QuantizedMatmul, EveryPathMatchesTheDequantizedProduct) {
+  auto rng = fresh_rng();
+  auto backend = make_cpu_backend();
+  for (int bits : kBits)
+    for (int group : kGroups)
+      for (int64_t m : {1, 3, 16, 17, 40}) {
+        const DType params = m == 3 ? DType::f16 : m == 17 ? DType::f32 : DType::bf16;
+        const int64_t n = 40, k = 512;
+        const KnownAffine w = known_affine(n, k, bits, group, params, rng);
+        const Tensor w_f32 = dequantize_affine(w.w);
+        const Tensor x = random_tensor({m, k}, DType::f32, rng);
+        const Tensor bias = random_tensor({n}, DType::f32, rng);
+        const std::vector<float> want = expected(x, w_f32, bias.data<float>());
+        const std::string what = std::to_string(bits) + " bits, group " + std::to_string(group) + ", M=" +
+                                 std::to_string(m) + ", " + dtype_name(params) + " scales";
+        Tensor y = Tensor::empty({m, n}, DType::f32);
+        backend->matmul(x, w.w, &bias, y);
+        expect_matmul_close(y.data<float>(), want, x, w_f32, "backend " + what);
+        // bf16 compute rounds x, never W.
+        Tensor xr = Tensor::empty({m, k}, DType::f32);
+        for (int64_t i = 0; i < m * k; ++i) xr.data<float>()[i] = bf16_to_f32(f32_to_bf16(x.data<float>()[i]));
+        backend->matmul(x, w.w, &bias, y, /*bf16_inputs=*/true);
+        expect_matmul_close(y.data<float>(), expected(xr, w_f32, bias.data<float>()), xr, w_f32, "bf16 x, " + what);
+        // The reference itself, on a column range.
+        cpu::QuantMatmulArgs a;
+        a.x = x.data<float>();
+        a.codes = w.w.data<uint32_t>();
+        a.scales = w.w.affine_quant().scales.raw();
+        a.biases = w.w.affine_quant().biases.raw();
+        a.params = params;
+        a.bits = bits;
+        a.group = group;
+        a.bias = bias.data<float>();
+        a.M = m;
+        a.N = n;
+        a.K = k;
+        std::vector<float> ref(size_t(m * n), NAN);
+        a.y = ref.data();
+        cpu::quant_matmul_reference(a, 0, n);
+        expect_matmul_close(ref.data(), want, x, w_f32, "reference " + what);
+      }
+}
+
+TEST(QuantizedMatmul, PackedGemvMatchesTheReference) {
+  if (cpu::detect_isa() != cpu::Isa::avx512) GTEST_SKIP() << "skipped: no AVX-512 (the packed GEMV is AVX-512 only)";
+  auto rng = fresh_rng();
+  for (int bits : {2, 4, 8})
+    for (int group : kGroups)
+      for (int64_t m : {1, 2, 5, 16})
+        for (bool bf16 : {false, true}) {
+        const int64_t n = 37, k = 1024;
+        ASSERT_TRUE(cpu::quant_gemv_takes(bits, k));
+        const KnownAffine w = known_affine(n, k, bits, group, DType::bf16, rng);
+        Tensor x = random_tensor({m, k}, DType::f32, rng);
+        if (bf16)  // bf16 compute hands the kernel bf16-rounded x
+          for (int64_t i = 0; i < m * k; ++i) x.data<float>()[i] = bf16_to_f32(f32_to_bf16(x.data<float>()[i]));
+        std::vector<float> planes(size_t(m * cpu::quant_gemv_plane_elements(bits, k, bf16))),
+            sums(size_t(m * k / group), 0.0f);
+        cpu::quant_gemv_planes(x.data<float>(), m, k, bits, bf16, planes.data());
+        for (int64_t i = 0; i < m * k; ++i) sums[size_t(i / group)] += x.data<float>()[i];
+        cpu::QuantMatmulArgs a;
+        a.x = x.data<float>();
+        a.x_planes = planes.data();
+        a.bf16_planes = bf16;
+        a.x_group_sums = sums.data();
+        a.codes = w.w.data<uint32_t>();
+        a.scales = w.w.affine_quant().scales.raw();
+        a.biases = w.w.affine_quant().biases.raw();
+        a.params = DType::bf16;
+        a.bits = bits;
+        a.group = group;
+        a.M = m;
+        a.N = n;
+        a.K = k;
+        std::vector<float> got(size_t(m * n), NAN), ref(size_t(m * n), NAN);
+        a.y = got.data();
+        cpu::quant_gemv_avx512(a, 3, n);  // a column range, as a thread gets
+        a.y = ref.data();
+        cpu::quant_matmul_reference(a, 3, n);
+        const Tensor w_f32 = dequantize_affine(w.w);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < 3; ++j) EXPECT_TRUE(std::isnan(got[size_t(i * n + j)])) << "wrote outside its range";
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 3; j < n; ++j) {
+            double mag = 0;
+            for (int64_t t = 0; t < k; ++t)
+              mag += std::abs(double(x.data<float>()[i * k + t]) * w_f32.data<float>()[j * k + t]);
+            ASSERT_LE(std::abs(double(got[size_t(i * n + j)]) - ref[size_t(i * n + j)]), 2e-6 * mag + 1e-6)
+                << bits << " bits, group " << group << ", M=" << m << (bf16 ? ", bf16 x" : ", f32 x") << ", row "
+                << i << ", column " << j;
+          }
+        }
+}
+
+TEST(QuantizedMatmul, EmbeddingGathersDequantizedRows) {
+  auto rng = fresh_rng();
+  auto backend = make_cpu_backend();
+  const KnownAffine table = known_affine(50, 256, 6, 64, DType::bf16, rng);
+  const Tensor all = dequantize_affine(table.w);
+  const std::vector<int32_t> ids = testing::random_ids(9, 50, rng);
+  Tensor out = Tensor::empty({9, 256}, DType::f32);
+  backend->embedding(table.w, ids, out);
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int64_t d = 0; d < 256; ++d)
+      ASSERT_EQ(out.data<float>()[int64_t(i) * 256 + d], all.data<float>()[ids[i] * 256 + d]) << i << ", " << d;
+}
+
+}  // namespace
+}  // namespace fathom
