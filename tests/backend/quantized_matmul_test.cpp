@@ -205,7 +205,8 @@ TEST(QuantizedMatmul, PackedGemvMatchesTheReference) {
         for (bool bf16 : {false, true}) {
         const int64_t n = 37, k = 1024;
         ASSERT_TRUE(cpu::quant_gemv_takes(bits, k));
-        const KnownAffine w = known_affine(n, k, bits, group, DType::bf16, rng);
+        const DType params = group == 32 ? DType::f16 : group == 64 ? DType::bf16 : DType::f32;
+        const KnownAffine w = known_affine(n, k, bits, group, params, rng);
         Tensor x = random_tensor({m, k}, DType::f32, rng);
         if (bf16)  // bf16 compute hands the kernel bf16-rounded x
           for (int64_t i = 0; i < m * k; ++i) x.data<float>()[i] = bf16_to_f32(f32_to_bf16(x.data<float>()[i]));
@@ -221,7 +222,7 @@ TEST(QuantizedMatmul, PackedGemvMatchesTheReference) {
         a.codes = w.w.data<uint32_t>();
         a.scales = w.w.affine_quant().scales.raw();
         a.biases = w.w.affine_quant().biases.raw();
-        a.params = DType::bf16;
+        a.params = params;
         a.bits = bits;
         a.group = group;
         a.M = m;

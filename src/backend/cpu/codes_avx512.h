@@ -18,12 +18,22 @@ inline __m512i codes16(const uint32_t* words, int bits, int64_t i) {
     const int per_word = 32 / bits;
     const __m512i word_of_lane = _mm512_srli_epi32(lane, __builtin_ctz(per_word));
     // 1-bit codes: 16 codes are half a word, and may start at its middle.
-    const int first_bit = int(i % per_word) * bits;
+    const int shift_words = __builtin_ctz(per_word);  // per_word is a power of two: no division
+    const int first_bit = int(i & (per_word - 1)) * bits;
     const __m512i shift = _mm512_add_epi32(
         _mm512_mullo_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(per_word - 1)), _mm512_set1_epi32(bits)),
         _mm512_set1_epi32(first_bit));
-    const int words_read = std::max(1, 16 / per_word);
-    const __m512i w = _mm512_maskz_loadu_epi32(__mmask16((1u << words_read) - 1), words + i / per_word);
+    // Exactly the words that hold the 16 codes, by plain loads: a masked
+    // 64-byte load whose masked-off part reaches a page not yet touched (a
+    // mapped weight file) takes a microcode assist, and costs more than the rest.
+    const uint32_t* at = words + (i >> shift_words);
+    __m512i w;
+    switch (std::max(1, 16 / per_word)) {
+      case 1: w = _mm512_castsi128_si512(_mm_cvtsi32_si128(int(at[0]))); break;
+      case 2: w = _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at))); break;
+      case 4: w = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at))); break;
+      default: w = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at))); break;
+    }
     return _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(word_of_lane, w), shift), mask);
   }
   const __m512i at = _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32(bits)),

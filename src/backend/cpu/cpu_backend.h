@@ -96,8 +96,10 @@ class CpuBackend final : public Backend {
   Tensor rounded_bf16_;
   Tensor rotated_;  // codebook attention: the queries rotated into the cache's space
   std::vector<Tensor> scratch_;
-  Tensor quant_x_, quant_planes_, quant_sums_;  // quantized matmul: x as multiplied, reordered, summed per group
-  std::vector<Tensor> quant_panels_;            // per thread: weight rows dequantized for the blocked matmul
+  // Quantized matmuls: x as multiplied, reordered for the GEMV, summed per
+  // group, in bf16; and each thread's widened weight rows or packed codes.
+  Tensor quant_x_, quant_planes_, quant_sums_, quant_xb_;
+  std::vector<Tensor> quant_panels_;
   std::map<std::pair<uint64_t, int64_t>, std::unique_ptr<HadamardRotation>> rotations_;
 };
 

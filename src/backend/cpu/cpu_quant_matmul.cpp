@@ -1,8 +1,10 @@
 // Matmuls over affine-quantized weights on the CPU. The weight is never
 // widened as a whole: decode and verify steps (a few rows of x) multiply the
-// packed codes directly (quant_gemv); longer steps dequantize a panel of
-// weight rows at a time into per-thread f32 scratch and run the blocked f32
-// matmul on it, so a prefill chunk reuses each widened panel for all its rows.
+// packed codes directly (quant_gemv); longer bf16 steps multiply the codes'
+// exact bf16 values group by group (quant_gemm); the rest (f32 compute,
+// 3/5/6-bit decode, processors without AVX-512) dequantize a panel of weight
+// rows at a time into per-thread f32 scratch and run the blocked f32 matmul
+// on it, so a prefill chunk reuses each widened panel for all its rows.
 // Either way W is scale·q + bias in f32, never rounded to bf16; bf16 compute
 // rounds x, as it does for every matmul.
 #include <algorithm>
@@ -37,44 +39,71 @@ void CpuBackend::quant_matmul(const Tensor& x, const MatmulTarget& t, bool bf16_
   a.bias = t.bias ? t.bias->data<float>() : nullptr;
   a.y = t.y->data<float>();
   a.x = x.data<float>();
+  bf16_t* xb = nullptr;  // x in bf16 (bf16 compute)
   if (bf16_inputs) {
+    xb = grow(quant_xb_, a.M * a.K, DType::bf16).data<bf16_t>();
     float* rounded = grow(quant_x_, a.M * a.K, DType::f32).data<float>();
-    for (int64_t i = 0; i < a.M * a.K; ++i) rounded[i] = bf16_to_f32(f32_to_bf16(a.x[i]));
+    small_parallel_for(a.M * a.K, 64, [&](int64_t i0, int64_t i1) {
+      kernels_.to_bf16(a.x + i0, i1 - i0, xb + i0);
+      for (int64_t i = i0; i < i1; ++i) rounded[i] = bf16_to_f32(xb[i]);
+    });
     a.x = rounded;
   }
 
-  if (a.M <= kGemvMaxRows && isa_ == Isa::avx512 && quant_gemv_takes(a.bits, a.K)) {
-    const int64_t groups = a.K / a.group;
+  const bool gemv = a.M <= kGemvMaxRows && isa_ == Isa::avx512 && quant_gemv_takes(a.bits, a.K);
+  // Longer bf16 steps multiply the codes themselves (exact in bf16) group by group.
+  const bool pair_gemm = !gemv && a.M > kGemvMaxRows && bf16_inputs && isa_ == Isa::avx512;
+  const int64_t groups = a.K / a.group;
+  if (gemv || pair_gemm) {
     float* sums = grow(quant_sums_, a.M * groups, DType::f32).data<float>();
-    for (int64_t i = 0; i < a.M * groups; ++i) {
-      float s = 0.0f;
-      for (int64_t k = 0; k < a.group; ++k) s += a.x[i * a.group + k];
-      sums[i] = s;
-    }
+    small_parallel_for(a.M * groups, 16, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        float s = 0.0f;
+        for (int64_t k = 0; k < a.group; ++k) s += a.x[i * a.group + k];
+        sums[i] = s;
+      }
+    });
+    a.x_group_sums = sums;
+  }
+  if (gemv) {
     // bf16 compute multiplies bf16 x by the codes' bf16 values (exact small
     // integers) in pairs; f32 compute widens the codes to f32.
     a.bf16_planes = bf16_inputs;
     const int64_t plane_elements = a.M * quant_gemv_plane_elements(a.bits, a.K, bf16_inputs);
     Tensor& planes = grow(quant_planes_, plane_elements * (bf16_inputs ? 2 : 4) / 4, DType::f32);
     quant_gemv_planes(a.x, a.M, a.K, a.bits, bf16_inputs, planes.raw());
-    a.x_group_sums = sums;
     a.x_planes = planes.raw();
     pool_.parallel_for(a.N, 16, [&](int64_t n0, int64_t n1) { quant_gemv_avx512(a, n0, n1); });
     return;
   }
 
-  // Panels of weight rows, dealt round-robin to the threads.
-  const int64_t rows = panel_rows(a.K), panels = (a.N + rows - 1) / rows;
-  const int64_t words = a.K * a.bits / 32, groups = a.K / a.group;
-  const size_t param_bytes = dtype_size(a.params);
   const int threads = pool_.size();
   quant_panels_.resize(size_t(threads));
-  for (auto& p : quant_panels_) grow(p, rows * a.K, DType::f32);
+  const int64_t rows = panel_rows(a.K);
+  const int64_t scratch_floats =
+      std::max(rows * a.K, (quant_gemm_scratch_bytes(a.K, a.group) + int64_t(sizeof(float)) - 1) / 4);
+  for (auto& p : quant_panels_) grow(p, scratch_floats, DType::f32);
+  int64_t first_plain = 0;  // columns before this one went through the pair kernel
+  if (pair_gemm) {
+    first_plain = a.N / 16 * 16;
+    const int64_t panels = (first_plain + kQuantGemmCols - 1) / kQuantGemmCols;
+    pool_.run([&](int thread, int count) {
+      for (int64_t p = thread; p < panels; p += count)
+        quant_gemm_avx512(a, xb, p * kQuantGemmCols, std::min(first_plain, (p + 1) * kQuantGemmCols),
+                          quant_panels_[size_t(thread)].raw());
+    });
+    if (first_plain == a.N) return;
+  }
+
+  // Panels of weight rows widened to f32, dealt round-robin to the threads.
+  const int64_t panels = (a.N - first_plain + rows - 1) / rows;
+  const int64_t words = a.K * a.bits / 32;
+  const size_t param_bytes = dtype_size(a.params);
   static const DequantAffineRow dequant = best_dequant_affine_row();
   pool_.run([&](int thread, int count) {
     float* panel = quant_panels_[size_t(thread)].data<float>();
     for (int64_t p = thread; p < panels; p += count) {
-      const int64_t n0 = p * rows, n1 = std::min(a.N, n0 + rows);
+      const int64_t n0 = first_plain + p * rows, n1 = std::min(a.N, n0 + rows);
       for (int64_t n = n0; n < n1; ++n)
         dequant(a.codes + n * words, static_cast<const char*>(a.scales) + size_t(n * groups) * param_bytes,
                 static_cast<const char*>(a.biases) + size_t(n * groups) * param_bytes, a.params, a.bits, a.group,

@@ -103,6 +103,14 @@ int64_t quant_gemv_plane_elements(int bits, int64_t K, bool bf16);
 // x [M, K] → x_planes (f32 or bf16, quant_gemv_plane_elements per row).
 void quant_gemv_planes(const float* x, int64_t M, int64_t K, int bits, bool bf16, void* out);
 void quant_gemv_avx512(const QuantMatmulArgs& a, int64_t n0, int64_t n1);
+// Longer steps with bf16 x (bf16 compute): columns [n0, n1), a multiple of 16
+// and at most kQuantGemmCols, through the pair dot product on the codes'
+// exact bf16 values, one group of K at a time, each group's partial sums
+// scaled as they are added. xb is x in bf16 [M, K]; a.x_group_sums is needed;
+// scratch holds quant_gemm_scratch_bytes.
+constexpr int64_t kQuantGemmCols = 64;
+int64_t quant_gemm_scratch_bytes(int64_t K, int group);
+void quant_gemm_avx512(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch);
 
 // One codebook-quantized row widened: out[i] = table[q_i] (table of 2^bits ≤ 16 floats).
 using DequantTableRow = void (*)(const uint32_t* codes, int bits, const float* table, int64_t dim, float* out);

@@ -9,7 +9,6 @@
 namespace fathom::cpu {
 namespace {
 
-constexpr int kMaxGroupsPerRow = 4096;  // K / group: K up to 131072 at groups of 32
 constexpr int kPrefetchBytes = 16 << 10;
 
 // The bf16 planes: sub-codes of W = min(bits, 4) bits in 16-bit lanes.
@@ -19,13 +18,25 @@ struct HalfWordPlanes {
   static constexpr int count = 16 / W;  // planes per block of 16 words
 };
 
+// Up to 16 scales or biases from element i of a row of `count`, widened to f32
+// (lanes past the row read as 0: the load never leaves it).
+template <DType P>
+inline __m512 load_params(const void* row, int64_t i, int64_t count) {
+  const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
+  if constexpr (P == DType::f32) return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + i);
+  const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + i);
+  if constexpr (P == DType::f16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 // Rows [m0, m0 + R) of x against weight row n, f32 x. Per block of 16 words,
 // plane j holds code j of every word (lane l: value l·P + j of the block).
-template <int BITS, int R>
-void rows_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scales, __m512i scale_lane,
+template <int BITS, int R, DType PD>
+void rows_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const void* scales, __m512i scale_lane,
               __m512* acc) {
   constexpr int P = 32 / BITS;    // codes per word, planes per block
   constexpr int64_t VB = 16 * P;  // values per block
+  const int64_t groups = a.K / a.group;
   const float* x = static_cast<const float*>(a.x_planes);
   const uint32_t* row = a.codes + n * (a.K / P);
   const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
@@ -40,7 +51,7 @@ void rows_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scal
         part[r] = _mm512_fmadd_ps(q, _mm512_loadu_ps(x + (m0 + r) * a.K + b * VB + j * 16), part[r]);
     }
     // Lane l covers values [b·VB + l·P, + P): one group each.
-    const __m512 s = _mm512_permutexvar_ps(scale_lane, _mm512_loadu_ps(scales + b * VB / a.group));
+    const __m512 s = _mm512_permutexvar_ps(scale_lane, load_params<PD>(scales, b * VB / a.group, groups));
     for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], s, acc[r]);
   }
 }
@@ -48,74 +59,83 @@ void rows_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scal
 // The same with bf16 x: 16-bit lanes, each sub-code looked up as its bf16
 // value and multiplied in pairs (vdpbf16ps); f32 lane i sums half-words 2i and
 // 2i + 1, which again cover values [b·VB + i·32/bits, + 32/bits).
-template <int BITS, int R>
-void rows_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scales, __m512i scale_lane,
+template <int BITS, int R, DType PD>
+void rows_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const void* scales, __m512i scale_lane,
                __m512* acc) {
   using H = HalfWordPlanes<BITS>;
   constexpr int64_t VB = 512 / BITS;
+  const int64_t groups = a.K / a.group;
   const int64_t per_row = quant_gemv_plane_elements(BITS, a.K, true);
   const bf16_t* x = static_cast<const bf16_t*>(a.x_planes);
   const uint32_t* row = a.codes + n * (a.K * BITS / 32);
-  const __m512i mask = _mm512_set1_epi16(int16_t((1 << H::W) - 1));
-  // bf16 of 0..15, the values a sub-code can take.
-  const __m512i table = _mm512_setr_epi32(0x3F800000, 0x40404000, 0x40A04080, 0x40E040C0, 0x41104100, 0x41304120,
-                                          0x41504140, 0x41704160, 0, 0, 0, 0, 0, 0, 0, 0);
+  // vpermw reads the low 5 bits of each half-word as its index: entry i holds
+  // bf16(i mod 2^W), so the bits above a sub-code need no mask.
+  struct Values {
+    alignas(64) bf16_t v[32];
+    Values() {
+      for (int i = 0; i < 32; ++i) v[i] = f32_to_bf16(float(i % (1 << H::W)));
+    }
+  };
+  static const Values values;
+  const __m512i table = _mm512_load_si512(values.v);
   for (int64_t b = 0; b < a.K / VB; ++b) {
     _mm_prefetch(reinterpret_cast<const char*>(row + b * 16) + kPrefetchBytes, _MM_HINT_T0);
     const __m512i w = _mm512_loadu_si512(row + b * 16);
     __m512 part[R];
     for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
     for (int j = 0; j < H::count; ++j) {
-      const __m512i code = _mm512_and_si512(_mm512_srli_epi16(w, unsigned(j * H::W)), mask);
-      const __m512bh q = (__m512bh)_mm512_permutexvar_epi16(code, table);
+      const __m512bh q = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, unsigned(j * H::W)), table);
       for (int r = 0; r < R; ++r)
         part[r] = _mm512_dpbf16_ps(
             part[r], q, (__m512bh)_mm512_loadu_si512(x + (m0 + r) * per_row + (b * H::count + j) * 32));
     }
-    const __m512 s = _mm512_permutexvar_ps(scale_lane, _mm512_loadu_ps(scales + b * VB / a.group));
+    const __m512 s = _mm512_permutexvar_ps(scale_lane, load_params<PD>(scales, b * VB / a.group, groups));
     for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], s, acc[r]);
   }
 }
 
-template <int BITS, int R>
-void rows_against(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scales, const float* biases,
-                  __m512i scale_lane) {
+template <int BITS, int R, DType PD>
+void rows_against(const QuantMatmulArgs& a, int64_t n, int64_t m0, __m512i scale_lane) {
+  const int64_t groups = a.K / a.group;
+  const size_t row_params = size_t(groups) * dtype_size(PD);
+  const void* scales = static_cast<const char*>(a.scales) + size_t(n) * row_params;
+  const void* biases = static_cast<const char*>(a.biases) + size_t(n) * row_params;
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  if (a.bf16_planes) rows_bf16<BITS, R>(a, n, m0, scales, scale_lane, acc);
-  else rows_f32<BITS, R>(a, n, m0, scales, scale_lane, acc);
-  const int64_t groups = a.K / a.group;
-  for (int r = 0; r < R; ++r) {
-    const float* sums = a.x_group_sums + (m0 + r) * groups;
-    float bias_term = 0.0f;
-    for (int64_t g = 0; g < groups; ++g) bias_term += biases[g] * sums[g];
-    a.y[(m0 + r) * a.N + n] = _mm512_reduce_add_ps(acc[r]) + bias_term + (a.bias ? a.bias[n] : 0.0f);
+  if (a.bf16_planes) rows_bf16<BITS, R, PD>(a, n, m0, scales, scale_lane, acc);
+  else rows_f32<BITS, R, PD>(a, n, m0, scales, scale_lane, acc);
+  // The bias term Σ_g bias_g · Σ x_g, sixteen groups per vector, into the same lanes.
+  for (int64_t g = 0; g < groups; g += 16) {
+    const __m512 bias = load_params<PD>(biases, g, groups);
+    const __mmask16 m = groups - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (groups - g)) - 1);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(m, a.x_group_sums + (m0 + r) * groups + g), acc[r]);
   }
+  for (int r = 0; r < R; ++r)
+    a.y[(m0 + r) * a.N + n] = _mm512_reduce_add_ps(acc[r]) + (a.bias ? a.bias[n] : 0.0f);
 }
 
-template <int BITS>
+template <int BITS, DType PD>
 void gemv(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   constexpr int per_lane = 32 / BITS;  // consecutive values an f32 lane covers
-  const int64_t groups = a.K / a.group;
   // Lane l's group, counted from the block's first group (a block holds whole
   // groups, or lies inside one).
   alignas(64) int32_t lane_group[16];
   for (int l = 0; l < 16; ++l) lane_group[l] = int32_t(l * per_lane / a.group);
   const __m512i scale_lane = _mm512_load_si512(lane_group);
-  // The row's scales and biases in f32, padded so a 16-lane load at the last
-  // group stays inside.
-  alignas(64) float scales[kMaxGroupsPerRow + 16] = {}, biases[kMaxGroupsPerRow];
-  const size_t param_bytes = dtype_size(a.params);
   for (int64_t n = n0; n < n1; ++n) {
-    const char* s = static_cast<const char*>(a.scales) + size_t(n * groups) * param_bytes;
-    const char* b = static_cast<const char*>(a.biases) + size_t(n * groups) * param_bytes;
-    for (int64_t g = 0; g < groups; ++g) {
-      scales[g] = param_at(s, a.params, g);
-      biases[g] = param_at(b, a.params, g);
-    }
     int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) rows_against<BITS, 4>(a, n, m, scales, biases, scale_lane);
-    for (; m < a.M; ++m) rows_against<BITS, 1>(a, n, m, scales, biases, scale_lane);
+    for (; m + 4 <= a.M; m += 4) rows_against<BITS, 4, PD>(a, n, m, scale_lane);
+    for (; m < a.M; ++m) rows_against<BITS, 1, PD>(a, n, m, scale_lane);
+  }
+}
+
+template <int BITS>
+void gemv_params(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
+  switch (a.params) {
+    case DType::f32: return gemv<BITS, DType::f32>(a, n0, n1);
+    case DType::f16: return gemv<BITS, DType::f16>(a, n0, n1);
+    default: return gemv<BITS, DType::bf16>(a, n0, n1);
   }
 }
 
@@ -123,7 +143,7 @@ void gemv(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
 
 bool quant_gemv_takes(int bits, int64_t K) {
   if (bits != 2 && bits != 4 && bits != 8) return false;
-  return K % (512 / bits) == 0 && K / 32 <= kMaxGroupsPerRow;
+  return K % (512 / bits) == 0;
 }
 
 int64_t quant_gemv_plane_elements(int bits, int64_t K, bool bf16) {
@@ -157,9 +177,9 @@ void quant_gemv_planes(const float* x, int64_t M, int64_t K, int bits, bool bf16
 
 void quant_gemv_avx512(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   switch (a.bits) {
-    case 2: return gemv<2>(a, n0, n1);
-    case 4: return gemv<4>(a, n0, n1);
-    case 8: return gemv<8>(a, n0, n1);
+    case 2: return gemv_params<2>(a, n0, n1);
+    case 4: return gemv_params<4>(a, n0, n1);
+    case 8: return gemv_params<8>(a, n0, n1);
   }
 }
 
