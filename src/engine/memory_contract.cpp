@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "engine/speculative.h"
 #include "model/model.h"
@@ -154,6 +155,15 @@ int64_t MemoryContract::effective_chunk(int64_t chunk) const {
 }
 
 int64_t MemoryContract::transient_bytes(int64_t chunk, int64_t context) const {
+  const auto [step, scratch] = transient_parts(chunk, context);
+  return step + scratch;
+}
+
+int64_t MemoryContract::backend_scratch_bytes(int64_t chunk, int64_t context) const {
+  return transient_parts(chunk, context).second;
+}
+
+std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64_t context) const {
   check(chunk > 0 && context >= 0, "memory contract: transient bytes of a chunk of ", chunk, " at context ", context);
   const ModelConfig& c = in_.config;
   const int64_t t = effective_chunk(chunk);
@@ -202,16 +212,46 @@ int64_t MemoryContract::transient_bytes(int64_t chunk, int64_t context) const {
     per_token += 2 * c.num_layers * ple + 2 * ple;  // per-layer inputs, their token part, gate and input
     widest_input = std::max(widest_input, c.num_layers * ple);
   }
-  int64_t bytes = t * per_token * 4;
+  int64_t bytes = t * per_token * 4;  // the step's own, freed after it
+  int64_t scratch = 0;                 // the backend's, kept between steps
   // The matmuls' inputs rounded to bf16, and widened back for kernels without
   // a bf16 dot product (billed whether or not this CPU has one).
-  bytes += t * widest_input * (2 + 4);
+  // With quantized weights the two kinds of matmul keep their own inputs:
+  // split the depth by the matrices' own widths (from the headers).
+  int64_t quantized_depth = 0, plain_depth = widest_input;
+  // Whether every quantized matrix takes the packed GEMV at decode (else a
+  // decode step widens panels too: cpu_quant_matmul.cpp).
+  bool all_gemv = cpu::detect_isa() == cpu::Isa::avx512;
   if (c.quantization) {
-    // Matmuls over quantized weights: x as multiplied, reordered for the
-    // packed GEMV (decode and verify rows only) and summed per group; and each
-    // thread's panel of widened weight rows (cpu_quant_matmul.cpp).
-    bytes += t * widest_input * 4 + std::min<int64_t>(t, 16) * widest_input * 4 + t * (widest_input / 32) * 4;
-    bytes += in_.threads * std::max<int64_t>(int64_t(128) << 10, 16 * widest_input * 4);
+    plain_depth = 0;
+    for (const auto& [name, t] : in_.tensors) {
+      if (!ends_with(name, ".weight") || t.shape.size() < 2) continue;
+      const std::string module = name.substr(0, name.size() - 7);
+      if (!in_.tensors.count(module + ".scales")) {
+        plain_depth = std::max(plain_depth, t.shape.back());
+        continue;
+      }
+      const int bits = c.quantization->for_module(module).value_or(c.quantization->defaults).bits;
+      const int64_t depth = t.shape.back() * 32 / bits;
+      quantized_depth = std::max(quantized_depth, depth);
+      all_gemv = all_gemv && cpu::quant_gemv_takes(bits, depth);
+    }
+    plain_depth = std::min(plain_depth, widest_input);
+    quantized_depth = std::min(quantized_depth, widest_input);
+  }
+  scratch += t * plain_depth * (2 + 4);
+  if (c.quantization) {
+    // Matmuls over quantized weights: x as multiplied (f32 and bf16),
+    // reordered for the packed GEMV (decode and verify rows only) and summed
+    // per group; and each thread's scratch (cpu_quant_matmul.cpp).
+    const int64_t k = quantized_depth, gemv_rows = 16;
+    if (in_.dtype == ComputeDType::bf16) scratch += t * k * (4 + 2);   // x rounded, and in bf16
+    scratch += std::min(t, gemv_rows) * k * 4 + t * (k / 32) * 4;    // the GEMV's planes; group sums
+    if (t > gemv_rows || !all_gemv) {
+      int64_t per_thread = 0;
+      for (int group : {32, 64, 128}) per_thread = std::max(per_thread, k ? cpu::quant_thread_scratch_bytes(k, group) : 0);
+      scratch += in_.threads * per_thread;
+    }
   }
   // Logits of the last row: the model's, the forward's and the prefill's
   // copies, the caller's, and the final norm's row.
@@ -224,14 +264,14 @@ int64_t MemoryContract::transient_bytes(int64_t chunk, int64_t context) const {
   const int64_t nq = std::min(t, tile_rows) * max_group;
   const int64_t keys = context;
   const int64_t tile = 2 * nq * max_hd + nq * keys + nq * std::max(block_rows, max_hd);
-  bytes += in_.threads * tile * 4;
+  scratch += in_.threads * tile * 4;
   if (c.linear_attention) {
-    // Each thread's chunked delta-rule workspace (chunks of 64 tokens).
+    // Each thread's chunked delta-rule workspace (chunks of 64 tokens), freed after the call.
     const auto& la = *c.linear_attention;
     const int64_t l = std::min<int64_t>(64, t);
     bytes += in_.threads * (l * (2 * la.key_head_dim + la.value_head_dim + 2 * l + 2) + 2 * la.value_head_dim) * 4;
   }
-  return bytes;
+  return {bytes, scratch};
 }
 
 int64_t MemoryContract::runtime_bytes() {
@@ -280,10 +320,12 @@ int64_t MemoryContract::speculation_sequence_bytes(int64_t tokens, int64_t chunk
   int64_t largest_step = verify, bytes = recurrent_state_bytes(rows) - recurrent_state_bytes();
   if (draft_) {
     // The draft model follows the sequence plus its drafts, fed in chunks of
-    // at most ModelDrafter's, then one token a step.
+    // at most ModelDrafter's, then one token a step. It runs on its own
+    // backend, whose scratch (grown for its largest step) stays beside the
+    // target's: that part is billed on top.
     const int64_t draft_len = tokens + draft_tokens_;
     const int64_t draft_chunk = std::min<int64_t>(kDraftChunkTokens, draft_len);
-    bytes += draft_->kv_bytes(draft_len, draft_chunk);
+    bytes += draft_->kv_bytes(draft_len, draft_chunk) + draft_->backend_scratch_bytes(draft_chunk, draft_len);
     largest_step = std::max(largest_step, draft_->transient_bytes(draft_chunk, draft_len));
   }
   return bytes + std::max<int64_t>(0, largest_step - transient_bytes(chunk, tokens));

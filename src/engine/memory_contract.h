@@ -65,6 +65,10 @@ class MemoryContract {
   // the inputs rounded to bf16 for the matmuls, and every thread's attention
   // tile, whose scores span the whole context.
   int64_t transient_bytes(int64_t chunk, int64_t context) const;
+  // The part of transient_bytes a backend keeps between steps (its scratch
+  // grows to the largest step and stays): what another model's backend, a
+  // draft's, adds beside this one's.
+  int64_t backend_scratch_bytes(int64_t chunk, int64_t context) const;
   // The process's own footprint with no model: code, libraries, thread stacks
   // and allocator arenas. Measured once (bench/RESULTS.md, "Memory contract").
   static int64_t runtime_bytes();
@@ -94,6 +98,8 @@ class MemoryContract {
   int64_t effective_chunk(int64_t chunk) const;
 
  private:
+  // transient_bytes as {the step's own allocations, the backend's scratch}.
+  std::pair<int64_t, int64_t> transient_parts(int64_t chunk, int64_t context) const;
   Inputs in_;
   int64_t draft_tokens_ = 0;
   std::shared_ptr<const MemoryContract> draft_;

@@ -23,6 +23,11 @@ int64_t panel_rows(int64_t K) {
 
 }  // namespace
 
+int64_t quant_thread_scratch_bytes(int64_t K, int group) {
+  const int64_t bytes = std::max(panel_rows(K) * K * int64_t(sizeof(float)), quant_gemm_scratch_bytes(K, group));
+  return (bytes + 3) / 4 * 4;
+}
+
 void CpuBackend::quant_matmul(const Tensor& x, const MatmulTarget& t, bool bf16_inputs) {
   const Tensor& w = *t.w;
   const AffineQuant& q = w.affine_quant();
@@ -80,9 +85,7 @@ void CpuBackend::quant_matmul(const Tensor& x, const MatmulTarget& t, bool bf16_
   const int threads = pool_.size();
   quant_panels_.resize(size_t(threads));
   const int64_t rows = panel_rows(a.K);
-  const int64_t scratch_floats =
-      std::max(rows * a.K, (quant_gemm_scratch_bytes(a.K, a.group) + int64_t(sizeof(float)) - 1) / 4);
-  for (auto& p : quant_panels_) grow(p, scratch_floats, DType::f32);
+  for (auto& p : quant_panels_) grow(p, quant_thread_scratch_bytes(a.K, a.group) / 4, DType::f32);
   int64_t first_plain = 0;  // columns before this one went through the pair kernel
   if (pair_gemm) {
     first_plain = a.N / 16 * 16;

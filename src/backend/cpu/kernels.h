@@ -109,6 +109,9 @@ void quant_gemv_avx512(const QuantMatmulArgs& a, int64_t n0, int64_t n1);
 // scaled as they are added. xb is x in bf16 [M, K]; a.x_group_sums is needed;
 // scratch holds quant_gemm_scratch_bytes.
 constexpr int64_t kQuantGemmCols = 64;
+// What each thread's scratch holds for a quantized matmul of depth K (the
+// widened panel of the f32 path or the pair kernel's packing; the larger).
+int64_t quant_thread_scratch_bytes(int64_t K, int group);
 int64_t quant_gemm_scratch_bytes(int64_t K, int group);
 void quant_gemm_avx512(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch);
 
