@@ -8,7 +8,9 @@
 // fathom q8 (groups of 64) against ggml Q8_0 (blocks of 32), fathom q4 (g64)
 // against Q4_0 (blocks of 32, the same 4.5 bits a weight), and bf16 against
 // BF16. ggml multiplies int8-quantized activations (Q8_0 x); fathom multiplies
-// bf16 x by the exact codes. Built and run by bench/compare_ggml_quant.sh.
+// bf16 x by the exact codes. ggml is built as llama.cpp builds it (llamafile's
+// sgemm on, weights repacked where its CPU backend repacks them). Built and
+// run by bench/compare_ggml_quant.sh.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +21,8 @@
 #include "backend/affine_weights.h"
 #include "backend/backend.h"
 #include "core/thread_pool.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
 
@@ -79,29 +83,48 @@ double fathom_run(FathomSide& s, const std::vector<Shape>& shapes, int64_t m, si
   return seconds_since(t0);
 }
 
-// --- ggml ---
+// --- ggml, placed and run as llama.cpp does on x86: Q4_0 weights in the CPU
+// backend's repack buffer (converted at load to interleaved Q4_0_8x8), the
+// others in plain host buffers; one persistent thread pool ---
 struct GgmlSide {
   ggml_context* ctx = nullptr;
+  ggml_backend_buffer_t buffer = nullptr;
   std::vector<ggml_tensor*> weights;
+  ggml_backend_t backend = nullptr;
   ggml_threadpool* pool = nullptr;
-  int threads = 1;
 };
+
+ggml_backend_buffer_type_t weight_buffer_type(ggml_backend_t backend, ggml_type type) {
+  if (type != GGML_TYPE_Q4_0) return ggml_backend_cpu_buffer_type();
+  ggml_backend_dev_t dev = ggml_backend_get_device(backend);
+  auto extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
+      ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), "ggml_backend_dev_get_extra_bufts"));
+  for (ggml_backend_buffer_type_t* b = extra ? extra(dev) : nullptr; b && *b; ++b)
+    if (std::string(ggml_backend_buft_name(*b)).find("REPACK") != std::string::npos) return *b;
+  return ggml_backend_cpu_buffer_type();
+}
 
 GgmlSide ggml_side(const std::vector<std::vector<float>>& w, const std::vector<Shape>& shapes, ggml_type type,
                    int threads) {
   GgmlSide s;
-  size_t bytes = 0;
-  for (const Shape& sh : shapes) bytes += ggml_row_size(type, sh.k) * size_t(sh.n) + 1024;
-  s.ctx = ggml_init({bytes + (size_t(64) << 20), nullptr, false});
-  for (size_t i = 0; i < w.size(); ++i) {
-    ggml_tensor* t = ggml_new_tensor_2d(s.ctx, type, shapes[i].k, shapes[i].n);
-    if (type == GGML_TYPE_BF16) ggml_fp32_to_bf16_row(w[i].data(), static_cast<ggml_bf16_t*>(t->data), int64_t(w[i].size()));
-    else ggml_quantize_chunk(type, w[i].data(), t->data, 0, shapes[i].n, shapes[i].k, nullptr);
-    s.weights.push_back(t);
-  }
+  s.backend = ggml_backend_cpu_init();
   ggml_threadpool_params p = ggml_threadpool_params_default(threads);
   s.pool = ggml_threadpool_new(&p);
-  s.threads = threads;
+  ggml_backend_cpu_set_n_threads(s.backend, threads);
+  ggml_backend_cpu_set_threadpool(s.backend, s.pool);
+  s.ctx = ggml_init({ggml_tensor_overhead() * (w.size() + 8), nullptr, /*no_alloc=*/true});
+  for (size_t i = 0; i < w.size(); ++i) s.weights.push_back(ggml_new_tensor_2d(s.ctx, type, shapes[i].k, shapes[i].n));
+  ggml_backend_buffer_type_t buft = weight_buffer_type(s.backend, type);
+  s.buffer = ggml_backend_alloc_ctx_tensors_from_buft(s.ctx, buft);
+  std::printf("(ggml %s weights in %s)\n", ggml_type_name(type), ggml_backend_buft_name(buft));
+  for (size_t i = 0; i < w.size(); ++i) {
+    std::vector<uint8_t> host(ggml_nbytes(s.weights[i]));
+    if (type == GGML_TYPE_BF16)
+      ggml_fp32_to_bf16_row(w[i].data(), reinterpret_cast<ggml_bf16_t*>(host.data()), int64_t(w[i].size()));
+    else
+      ggml_quantize_chunk(type, w[i].data(), host.data(), 0, shapes[i].n, shapes[i].k, nullptr);
+    ggml_backend_tensor_set(s.weights[i], host.data(), 0, host.size());
+  }
   return s;
 }
 
@@ -117,11 +140,8 @@ double ggml_run(GgmlSide& s, const std::vector<Shape>& shapes, int64_t m, size_t
     std::copy(v.begin(), v.end(), static_cast<float*>(x->data));
     ggml_build_forward_expand(gf, ggml_mul_mat(ctx, s.weights[i], x));
   }
-  ggml_cplan plan = ggml_graph_plan(gf, s.threads, s.pool);
-  std::vector<uint8_t> work(plan.work_size);
-  plan.work_data = work.data();
   const auto t0 = std::chrono::steady_clock::now();
-  ggml_graph_compute(gf, &plan);
+  ggml_backend_graph_compute(s.backend, gf);
   const double t = seconds_since(t0);
   ggml_free(ctx);
   return t;
@@ -165,6 +185,8 @@ int main(int argc, char** argv) {
     }
     std::printf("| %d | %s | %.2f | %.2f | %.2fx | %.0f | %.0f | %.2fx |\n", threads, p.name, median(fd) * 1e3,
                 median(gd) * 1e3, median(gd) / median(fd), median(fp), median(gp), median(fp) / median(gp));
+    ggml_backend_buffer_free(g.buffer);
+    ggml_backend_free(g.backend);
     ggml_threadpool_free(g.pool);
     ggml_free(g.ctx);
   }

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "backend/cpu/kernels.h"
 
@@ -10,6 +11,7 @@ namespace fathom::cpu {
 namespace {
 
 constexpr int kPrefetchBytes = 16 << 10;
+constexpr size_t kParamsAhead = 16;  // rows
 
 // The bf16 planes: sub-codes of W = min(bits, 4) bits in 16-bit lanes.
 template <int BITS>
@@ -31,18 +33,20 @@ inline __m512 load_params(const void* row, int64_t i, int64_t count) {
 
 // Rows [m0, m0 + R) of x against weight row n, f32 x. Per block of 16 words,
 // plane j holds code j of every word (lane l: value l·P + j of the block).
-template <int BITS, int R, DType PD>
-void rows_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const void* scales, __m512i scale_lane,
-              __m512* acc) {
+// (Several weight rows at a time, sharing x's planes, measured slower: more
+// concurrent streams, more registers.)
+template <int BITS, int R>
+void tile_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scales, __m512i scale_lane,
+              __m512 (&acc)[R]) {
   constexpr int P = 32 / BITS;    // codes per word, planes per block
   constexpr int64_t VB = 16 * P;  // values per block
-  const int64_t groups = a.K / a.group;
   const float* x = static_cast<const float*>(a.x_planes);
-  const uint32_t* row = a.codes + n * (a.K / P);
+  const int64_t words = a.K / P;
   const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
   for (int64_t b = 0; b < a.K / VB; ++b) {
-    _mm_prefetch(reinterpret_cast<const char*>(row + b * 16) + kPrefetchBytes, _MM_HINT_T0);
-    const __m512i w = _mm512_loadu_si512(row + b * 16);
+    const uint32_t* row = a.codes + n * words + b * 16;
+    _mm_prefetch(reinterpret_cast<const char*>(row) + kPrefetchBytes, _MM_HINT_T0);
+    const __m512i w = _mm512_loadu_si512(row);
     __m512 part[R];
     for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
     for (int j = 0; j < P; ++j) {
@@ -51,7 +55,7 @@ void rows_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const void* scale
         part[r] = _mm512_fmadd_ps(q, _mm512_loadu_ps(x + (m0 + r) * a.K + b * VB + j * 16), part[r]);
     }
     // Lane l covers values [b·VB + l·P, + P): one group each.
-    const __m512 s = _mm512_permutexvar_ps(scale_lane, load_params<PD>(scales, b * VB / a.group, groups));
+    const __m512 s = _mm512_permutexvar_ps(scale_lane, _mm512_loadu_ps(scales + b * VB / a.group));
     for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], s, acc[r]);
   }
 }
@@ -59,15 +63,13 @@ void rows_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const void* scale
 // The same with bf16 x: 16-bit lanes, each sub-code looked up as its bf16
 // value and multiplied in pairs (vdpbf16ps); f32 lane i sums half-words 2i and
 // 2i + 1, which again cover values [b·VB + i·32/bits, + 32/bits).
-template <int BITS, int R, DType PD>
-void rows_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const void* scales, __m512i scale_lane,
-               __m512* acc) {
+template <int BITS, int R>
+void tile_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scales, __m512i scale_lane,
+               __m512 (&acc)[R]) {
   using H = HalfWordPlanes<BITS>;
   constexpr int64_t VB = 512 / BITS;
-  const int64_t groups = a.K / a.group;
-  const int64_t per_row = quant_gemv_plane_elements(BITS, a.K, true);
+  const int64_t per_row = quant_gemv_plane_elements(BITS, a.K, true), words = a.K * BITS / 32;
   const bf16_t* x = static_cast<const bf16_t*>(a.x_planes);
-  const uint32_t* row = a.codes + n * (a.K * BITS / 32);
   // vpermw reads the low 5 bits of each half-word as its index: entry i holds
   // bf16(i mod 2^W), so the bits above a sub-code need no mask.
   struct Values {
@@ -79,8 +81,9 @@ void rows_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const void* scal
   static const Values values;
   const __m512i table = _mm512_load_si512(values.v);
   for (int64_t b = 0; b < a.K / VB; ++b) {
-    _mm_prefetch(reinterpret_cast<const char*>(row + b * 16) + kPrefetchBytes, _MM_HINT_T0);
-    const __m512i w = _mm512_loadu_si512(row + b * 16);
+    const uint32_t* row = a.codes + n * words + b * 16;
+    _mm_prefetch(reinterpret_cast<const char*>(row) + kPrefetchBytes, _MM_HINT_T0);
+    const __m512i w = _mm512_loadu_si512(row);
     __m512 part[R];
     for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
     for (int j = 0; j < H::count; ++j) {
@@ -89,28 +92,38 @@ void rows_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const void* scal
         part[r] = _mm512_dpbf16_ps(
             part[r], q, (__m512bh)_mm512_loadu_si512(x + (m0 + r) * per_row + (b * H::count + j) * 32));
     }
-    const __m512 s = _mm512_permutexvar_ps(scale_lane, load_params<PD>(scales, b * VB / a.group, groups));
+    const __m512 s = _mm512_permutexvar_ps(scale_lane, _mm512_loadu_ps(scales + b * VB / a.group));
     for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], s, acc[r]);
   }
 }
 
+// Rows [m0, m0 + R) of x against weight row n.
 template <int BITS, int R, DType PD>
-void rows_against(const QuantMatmulArgs& a, int64_t n, int64_t m0, __m512i scale_lane) {
+void rows_against(const QuantMatmulArgs& a, int64_t n, int64_t m0, __m512i scale_lane, float* scales) {
   const int64_t groups = a.K / a.group;
   const size_t row_params = size_t(groups) * dtype_size(PD);
-  const void* scales = static_cast<const char*>(a.scales) + size_t(n) * row_params;
-  const void* biases = static_cast<const char*>(a.biases) + size_t(n) * row_params;
+  const char* row_scales = static_cast<const char*>(a.scales) + size_t(n) * row_params;
+  const char* row_biases = static_cast<const char*>(a.biases) + size_t(n) * row_params;
+  // Scales and biases are streams of their own, too thin for the hardware
+  // prefetcher to run ahead of: ask for the rows a few ahead now.
+  for (size_t at = 0; at < row_params; at += 64) {
+    _mm_prefetch(row_scales + kParamsAhead * row_params + at, _MM_HINT_T0);
+    _mm_prefetch(row_biases + kParamsAhead * row_params + at, _MM_HINT_T0);
+  }
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  if (a.bf16_planes) rows_bf16<BITS, R, PD>(a, n, m0, scales, scale_lane, acc);
-  else rows_f32<BITS, R, PD>(a, n, m0, scales, scale_lane, acc);
-  // The bias term Σ_g bias_g · Σ x_g, sixteen groups per vector, into the same lanes.
+  // The row's scales widened once, so each block reads its lanes' scales
+  // with a plain load; and the bias term Σ_g bias_g · Σ x_g, sixteen groups
+  // per vector, into the same lanes as the rest.
   for (int64_t g = 0; g < groups; g += 16) {
-    const __m512 bias = load_params<PD>(biases, g, groups);
+    _mm512_storeu_ps(scales + g, load_params<PD>(row_scales, g, groups));
+    const __m512 bias = load_params<PD>(row_biases, g, groups);
     const __mmask16 m = groups - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (groups - g)) - 1);
     for (int r = 0; r < R; ++r)
       acc[r] = _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(m, a.x_group_sums + (m0 + r) * groups + g), acc[r]);
   }
+  if (a.bf16_planes) tile_bf16<BITS, R>(a, n, m0, scales, scale_lane, acc);
+  else tile_f32<BITS, R>(a, n, m0, scales, scale_lane, acc);
   for (int r = 0; r < R; ++r)
     a.y[(m0 + r) * a.N + n] = _mm512_reduce_add_ps(acc[r]) + (a.bias ? a.bias[n] : 0.0f);
 }
@@ -123,10 +136,11 @@ void gemv(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   alignas(64) int32_t lane_group[16];
   for (int l = 0; l < 16; ++l) lane_group[l] = int32_t(l * per_lane / a.group);
   const __m512i scale_lane = _mm512_load_si512(lane_group);
+  std::vector<float> scales(size_t(a.K / a.group + 16));  // one row's, padded for a 16-lane load
   for (int64_t n = n0; n < n1; ++n) {
     int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) rows_against<BITS, 4, PD>(a, n, m, scale_lane);
-    for (; m < a.M; ++m) rows_against<BITS, 1, PD>(a, n, m, scale_lane);
+    for (; m + 4 <= a.M; m += 4) rows_against<BITS, 4, PD>(a, n, m, scale_lane, scales.data());
+    for (; m < a.M; ++m) rows_against<BITS, 1, PD>(a, n, m, scale_lane, scales.data());
   }
 }
 
