@@ -8,7 +8,7 @@ set -euo pipefail
 : "${GGML_SRC:?set GGML_SRC to a ggml source tree}"
 build=${GGML_BUILD:-/tmp/ggml-build}
 cmake -S "$GGML_SRC" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
-  -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DGGML_LLAMAFILE=ON >/dev/null
+  -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DGGML_LLAMAFILE=ON -DGGML_OPENMP=${GGML_OPENMP:-ON} >/dev/null
 ninja -C "$build" ggml ggml-cpu ggml-base >/dev/null
 libs=$(find "$build" -name 'libggml*.a' | sort -r)
 # A build with the CUDA backend compiled in links the CUDA runtime too.
