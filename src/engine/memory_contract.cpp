@@ -219,9 +219,9 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   // With quantized weights the two kinds of matmul keep their own inputs:
   // split the depth by the matrices' own widths (from the headers).
   int64_t quantized_depth = 0, plain_depth = widest_input;
-  // Whether every quantized matrix takes the packed GEMV at decode (else a
-  // decode step widens panels too: cpu_quant_matmul.cpp).
-  bool all_gemv = cpu::detect_isa() == cpu::Isa::avx512;
+  // Whether decode steps take the packed GEMV (else they widen panels too:
+  // cpu_quant_matmul.cpp).
+  const bool all_gemv = cpu::detect_isa() == cpu::Isa::avx512;
   if (c.quantization) {
     plain_depth = 0;
     for (const auto& [name, t] : in_.tensors) {
@@ -232,9 +232,7 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
         continue;
       }
       const int bits = c.quantization->for_module(module).value_or(c.quantization->defaults).bits;
-      const int64_t depth = t.shape.back() * 32 / bits;
-      quantized_depth = std::max(quantized_depth, depth);
-      all_gemv = all_gemv && cpu::quant_gemv_takes(bits, depth);
+      quantized_depth = std::max(quantized_depth, t.shape.back() * 32 / bits);
     }
     plain_depth = std::min(plain_depth, widest_input);
     quantized_depth = std::min(quantized_depth, widest_input);

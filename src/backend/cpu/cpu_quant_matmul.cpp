@@ -1,8 +1,8 @@
 // Matmuls over affine-quantized weights on the CPU. The weight is never
 // widened as a whole: decode and verify steps (a few rows of x) multiply the
 // packed codes directly (quant_gemv); longer bf16 steps multiply the codes'
-// exact bf16 values group by group (quant_gemm); the rest (f32 compute,
-// 3/5/6-bit decode, processors without AVX-512) dequantize a panel of weight
+// exact bf16 values group by group (quant_gemm); the rest (longer f32 steps,
+// processors without AVX-512) dequantize a panel of weight
 // rows at a time into per-thread f32 scratch and run the blocked f32 matmul
 // on it, so a prefill chunk reuses each widened panel for all its rows.
 // Either way W is scale·q + bias in f32, never rounded to bf16; bf16 compute
@@ -55,7 +55,7 @@ void CpuBackend::quant_matmul(const Tensor& x, const MatmulTarget& t, bool bf16_
     a.x = rounded;
   }
 
-  const bool gemv = a.M <= kGemvMaxRows && isa_ == Isa::avx512 && quant_gemv_takes(a.bits, a.K);
+  const bool gemv = a.M <= kGemvMaxRows && isa_ == Isa::avx512;
   // Longer bf16 steps multiply the codes themselves (exact in bf16) group by group.
   const bool pair_gemm = !gemv && a.M > kGemvMaxRows && bf16_inputs && isa_ == Isa::avx512;
   const int64_t groups = a.K / a.group;
@@ -73,11 +73,13 @@ void CpuBackend::quant_matmul(const Tensor& x, const MatmulTarget& t, bool bf16_
   if (gemv) {
     // bf16 compute multiplies bf16 x by the codes' bf16 values (exact small
     // integers) in pairs; f32 compute widens the codes to f32.
-    a.bf16_planes = bf16_inputs;
-    const int64_t plane_elements = a.M * quant_gemv_plane_elements(a.bits, a.K, bf16_inputs);
-    Tensor& planes = grow(quant_planes_, plane_elements * (bf16_inputs ? 2 : 4) / 4, DType::f32);
-    quant_gemv_planes(a.x, a.M, a.K, a.bits, bf16_inputs, planes.raw());
-    a.x_planes = planes.raw();
+    if (quant_gemv_planes_take(a.bits, a.K)) {
+      a.bf16_planes = bf16_inputs;
+      const int64_t plane_elements = a.M * quant_gemv_plane_elements(a.bits, a.K, bf16_inputs);
+      Tensor& planes = grow(quant_planes_, plane_elements * (bf16_inputs ? 2 : 4) / 4, DType::f32);
+      quant_gemv_planes(a.x, a.M, a.K, a.bits, bf16_inputs, planes.raw());
+      a.x_planes = planes.raw();
+    }
     pool_.parallel_for(a.N, 16, [&](int64_t n0, int64_t n1) { quant_gemv_avx512(a, n0, n1); });
     return;
   }

@@ -97,7 +97,10 @@ void quant_matmul_reference(const QuantMatmulArgs& a, int64_t n0, int64_t n1);
 // reordered once to match (x_planes), each plane is multiplied with it and each
 // f32 lane — 32/bits consecutive values of one group — is scaled by its group's
 // scale: y = Σ_g scale_g · (q_g · x_g) + bias_g · Σ x_g.
-bool quant_gemv_takes(int bits, int64_t K);
+// Whether x_planes (that order) serve these codes; otherwise x_planes stays
+// null and quant_gemv reads every code width in order from x itself (3, 5 and 6
+// bits: 16 codes at a time out of the two bytes each lies in).
+bool quant_gemv_planes_take(int bits, int64_t K);
 // Elements of x_planes per row of x.
 int64_t quant_gemv_plane_elements(int bits, int64_t K, bool bf16);
 // x [M, K] → x_planes (f32 or bf16, quant_gemv_plane_elements per row).

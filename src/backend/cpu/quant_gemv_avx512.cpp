@@ -144,6 +144,81 @@ void gemv(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
+// Any code width (3, 5 and 6 bits: codes cross bytes and words). 16 codes
+// fill 2·bits whole bytes; the 16 bytes from the first are copied to each
+// 128-bit lane, each 32-bit lane picks the two bytes its code lies in, shifts
+// and masks. x is used as it is (f32, bf16-rounded values in bf16 compute).
+template <int R, DType PD>
+void rows_any(const QuantMatmulArgs& a, int64_t n, int64_t m0, float* scales) {
+  const int bits = a.bits;
+  const int64_t groups = a.K / a.group, row_bytes = a.K * bits / 8;
+  const size_t row_params = size_t(groups) * dtype_size(PD);
+  const char* row_scales = static_cast<const char*>(a.scales) + size_t(n) * row_params;
+  const char* row_biases = static_cast<const char*>(a.biases) + size_t(n) * row_params;
+  for (size_t at = 0; at < row_params; at += 64) {
+    _mm_prefetch(row_scales + kParamsAhead * row_params + at, _MM_HINT_T0);
+    _mm_prefetch(row_biases + kParamsAhead * row_params + at, _MM_HINT_T0);
+  }
+  alignas(64) int8_t pick[64];
+  alignas(64) int32_t shift[16];
+  for (int i = 0; i < 16; ++i) {
+    const int first = i * bits / 8;
+    pick[4 * i] = int8_t(first), pick[4 * i + 1] = int8_t(first + 1), pick[4 * i + 2] = pick[4 * i + 3] = -1;
+    shift[i] = i * bits % 8;
+  }
+  const __m512i picks = _mm512_load_si512(pick), shifts = _mm512_load_si512(shift);
+  const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
+  const uint8_t* row = reinterpret_cast<const uint8_t*>(a.codes) + n * row_bytes;
+  // The last row's last 16-byte load would leave the codes: that chunk goes the plain way.
+  const int64_t last_safe = n + 1 < a.N ? a.K : (row_bytes - 16) / (2 * bits) * 16;
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; g += 16) {
+    _mm512_storeu_ps(scales + g, load_params<PD>(row_scales, g, groups));
+    const __m512 bias = load_params<PD>(row_biases, g, groups);
+    const __mmask16 m = groups - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (groups - g)) - 1);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(m, a.x_group_sums + (m0 + r) * groups + g), acc[r]);
+  }
+  float tail[R] = {};
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512 part[R];
+    for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
+    for (int64_t i = g * a.group; i < (g + 1) * a.group; i += 16) {
+      const uint8_t* at = row + i * bits / 8;
+      if (i + 16 > last_safe) {
+        for (int64_t k = i; k < i + 16; ++k) {
+          const int64_t bit = k * bits;
+          const uint32_t code = (uint32_t(row[bit >> 3]) | uint32_t(bit / 8 + 1 < row_bytes ? row[(bit >> 3) + 1] : 0) << 8) >>
+                                    (bit & 7) & ((1u << bits) - 1);
+          for (int r = 0; r < R; ++r) tail[r] += scales[g] * float(code) * a.x[(m0 + r) * a.K + k];
+        }
+        continue;
+      }
+      _mm_prefetch(reinterpret_cast<const char*>(at) + kPrefetchBytes, _MM_HINT_T0);
+      const __m512i bytes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+      const __m512i codes = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, picks), shifts), mask);
+      const __m512 q = _mm512_cvtepi32_ps(codes);
+      for (int r = 0; r < R; ++r)
+        part[r] = _mm512_fmadd_ps(q, _mm512_loadu_ps(a.x + (m0 + r) * a.K + i), part[r]);
+    }
+    const __m512 s = _mm512_set1_ps(scales[g]);
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], s, acc[r]);
+  }
+  for (int r = 0; r < R; ++r)
+    a.y[(m0 + r) * a.N + n] = _mm512_reduce_add_ps(acc[r]) + tail[r] + (a.bias ? a.bias[n] : 0.0f);
+}
+
+template <DType PD>
+void gemv_any(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
+  std::vector<float> scales(size_t(a.K / a.group + 16));
+  for (int64_t n = n0; n < n1; ++n) {
+    int64_t m = 0;
+    for (; m + 4 <= a.M; m += 4) rows_any<4, PD>(a, n, m, scales.data());
+    for (; m < a.M; ++m) rows_any<1, PD>(a, n, m, scales.data());
+  }
+}
+
 template <int BITS>
 void gemv_params(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   switch (a.params) {
@@ -155,10 +230,7 @@ void gemv_params(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
 
 }  // namespace
 
-bool quant_gemv_takes(int bits, int64_t K) {
-  if (bits != 2 && bits != 4 && bits != 8) return false;
-  return K % (512 / bits) == 0;
-}
+bool quant_gemv_planes_take(int bits, int64_t K) { return (bits == 2 || bits == 4 || bits == 8) && K % (512 / bits) == 0; }
 
 int64_t quant_gemv_plane_elements(int bits, int64_t K, bool bf16) {
   // bf16: 16/W planes of 32 half-word lanes per block of 512/bits values.
@@ -190,6 +262,13 @@ void quant_gemv_planes(const float* x, int64_t M, int64_t K, int bits, bool bf16
 }
 
 void quant_gemv_avx512(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
+  if (!a.x_planes) {
+    switch (a.params) {
+      case DType::f32: return gemv_any<DType::f32>(a, n0, n1);
+      case DType::f16: return gemv_any<DType::f16>(a, n0, n1);
+      default: return gemv_any<DType::bf16>(a, n0, n1);
+    }
+  }
   switch (a.bits) {
     case 2: return gemv_params<2>(a, n0, n1);
     case 4: return gemv_params<4>(a, n0, n1);
