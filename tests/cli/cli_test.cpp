@@ -157,6 +157,31 @@ nlohmann::json fit_json(const std::string& model, const std::string& flags) {
   return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
 }
 
+// fathom quantize writes a folder the other commands take as it is (fit reads
+// its packed weights' bytes; generate's greedy ids come from the codes), and
+// says clearly what it cannot do.
+TEST(Cli, QuantizeWritesAFolderTheOtherCommandsRun) {
+  const fs::path out = fs::temp_directory_path() / ("fathom_cli_q4_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  const RunResult q = run("quantize --model " + kModel + " --out " + out.string() + " --bits 4 --group-size 32");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const auto report = nlohmann::json::parse(q.out);
+  EXPECT_GT(report["quantized_modules"].get<int>(), 0);
+  EXPECT_LT(report["bytes_out"].get<int64_t>(), report["bytes_in"].get<int64_t>());
+  const nlohmann::json fit = fit_json(out.string(), "--ctx 64");
+  int64_t stored = 0;
+  for (const auto& [_, t] : read_safetensors_headers(out.string())) stored += int64_t(t.nbytes);
+  EXPECT_GE(fit["weights_bytes"].get<int64_t>(), stored);
+  const RunResult g = run("generate --model " + out.string() + " --prompt-ids 1,2,3 -n 4 --temp 0");
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(nlohmann::json::parse(g.out)["ids"].size(), 4u);
+  expect_clean_failure("quantize --model " + kModel + " --out " + out.string() + "_7 --bits 7", "--bits 7");
+  expect_clean_failure("quantize --model " + kModel + " --out " + out.string() + "_g --group-size 48", "--group-size 48");
+  expect_clean_failure("quantize --model " + kModel + " --out " + out.string() + "_m --mixed mixed_9", "mixed_9");
+  expect_clean_failure("quantize --model " + out.string() + " --out " + out.string() + "_again", "already quantized");
+  fs::remove_all(out);
+}
+
 TEST(Cli, FitPrintsEveryTermAndTheLimits) {
   const nlohmann::json j = fit_json(kModel, "--ctx 64 --memory-budget 1GiB");
   for (const char* key : {"weights_bytes", "kv_bytes", "transient_bytes", "runtime_bytes", "total_bytes",
