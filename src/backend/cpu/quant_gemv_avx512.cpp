@@ -97,9 +97,12 @@ void tile_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* sca
   }
 }
 
-// Rows [m0, m0 + R) of x against weight row n.
-template <int BITS, int R, DType PD>
-void rows_against(const QuantMatmulArgs& a, int64_t n, int64_t m0, __m512i scale_lane, float* scales) {
+// The start of weight row n against rows [m0, m0 + R) of x: its scales
+// widened into `scales` (groups + 16 floats), so each block reads its lanes'
+// scales with a plain load, and acc holding the bias term Σ_g bias_g · Σ x_g,
+// sixteen groups per vector, in the lanes the rest is summed in.
+template <int R, DType PD>
+void start_row(const QuantMatmulArgs& a, int64_t n, int64_t m0, float* scales, __m512 (&acc)[R]) {
   const int64_t groups = a.K / a.group;
   const size_t row_params = size_t(groups) * dtype_size(PD);
   const char* row_scales = static_cast<const char*>(a.scales) + size_t(n) * row_params;
@@ -110,11 +113,7 @@ void rows_against(const QuantMatmulArgs& a, int64_t n, int64_t m0, __m512i scale
     _mm_prefetch(row_scales + kParamsAhead * row_params + at, _MM_HINT_T0);
     _mm_prefetch(row_biases + kParamsAhead * row_params + at, _MM_HINT_T0);
   }
-  __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  // The row's scales widened once, so each block reads its lanes' scales
-  // with a plain load; and the bias term Σ_g bias_g · Σ x_g, sixteen groups
-  // per vector, into the same lanes as the rest.
   for (int64_t g = 0; g < groups; g += 16) {
     _mm512_storeu_ps(scales + g, load_params<PD>(row_scales, g, groups));
     const __m512 bias = load_params<PD>(row_biases, g, groups);
@@ -122,6 +121,13 @@ void rows_against(const QuantMatmulArgs& a, int64_t n, int64_t m0, __m512i scale
     for (int r = 0; r < R; ++r)
       acc[r] = _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(m, a.x_group_sums + (m0 + r) * groups + g), acc[r]);
   }
+}
+
+// Rows [m0, m0 + R) of x against weight row n.
+template <int BITS, int R, DType PD>
+void rows_against(const QuantMatmulArgs& a, int64_t n, int64_t m0, __m512i scale_lane, float* scales) {
+  __m512 acc[R];
+  start_row<R, PD>(a, n, m0, scales, acc);
   if (a.bf16_planes) tile_bf16<BITS, R>(a, n, m0, scales, scale_lane, acc);
   else tile_f32<BITS, R>(a, n, m0, scales, scale_lane, acc);
   for (int r = 0; r < R; ++r)
@@ -152,13 +158,6 @@ template <int R, DType PD>
 void rows_any(const QuantMatmulArgs& a, int64_t n, int64_t m0, float* scales) {
   const int bits = a.bits;
   const int64_t groups = a.K / a.group, row_bytes = a.K * bits / 8;
-  const size_t row_params = size_t(groups) * dtype_size(PD);
-  const char* row_scales = static_cast<const char*>(a.scales) + size_t(n) * row_params;
-  const char* row_biases = static_cast<const char*>(a.biases) + size_t(n) * row_params;
-  for (size_t at = 0; at < row_params; at += 64) {
-    _mm_prefetch(row_scales + kParamsAhead * row_params + at, _MM_HINT_T0);
-    _mm_prefetch(row_biases + kParamsAhead * row_params + at, _MM_HINT_T0);
-  }
   alignas(64) int8_t pick[64];
   alignas(64) int32_t shift[16];
   for (int i = 0; i < 16; ++i) {
@@ -172,14 +171,7 @@ void rows_any(const QuantMatmulArgs& a, int64_t n, int64_t m0, float* scales) {
   // The last row's last 16-byte load would leave the codes: that chunk goes the plain way.
   const int64_t last_safe = n + 1 < a.N ? a.K : (row_bytes - 16) / (2 * bits) * 16;
   __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < groups; g += 16) {
-    _mm512_storeu_ps(scales + g, load_params<PD>(row_scales, g, groups));
-    const __m512 bias = load_params<PD>(row_biases, g, groups);
-    const __mmask16 m = groups - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (groups - g)) - 1);
-    for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(m, a.x_group_sums + (m0 + r) * groups + g), acc[r]);
-  }
+  start_row<R, PD>(a, n, m0, scales, acc);
   float tail[R] = {};
   for (int64_t g = 0; g < groups; ++g) {
     __m512 part[R];
