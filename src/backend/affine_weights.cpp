@@ -20,14 +20,6 @@ float element(const Tensor& t, int64_t i) {
   }
 }
 
-// The nearest f16 (round to nearest even); overflow becomes infinity.
-f16_t f32_to_f16(float f) {
-  const _Float16 h = static_cast<_Float16>(f);
-  f16_t bits;
-  std::memcpy(&bits, &h, sizeof bits);
-  return bits;
-}
-
 void store_param(Tensor& t, int64_t i, float v) {
   switch (t.dtype()) {
     case DType::f32: t.data<float>()[i] = v; break;

@@ -1,5 +1,6 @@
 #pragma once
 // Element types and the scalar conversions every kernel shares.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -76,6 +77,27 @@ inline float f16_to_f32(f16_t h) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+}
+
+// The nearest f16 (ties to even); beyond its range, infinity; NaN stays NaN.
+inline f16_t f32_to_f16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint16_t sign = uint16_t((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
+  if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // 65520 and up round to infinity
+  if (abs < 0x38800000u) {
+    // Below 2^-14: a subnormal f16, a whole number of 2^-24 steps. The
+    // product is exact and nearbyint rounds ties to even.
+    float v;
+    std::memcpy(&v, &abs, 4);
+    return uint16_t(sign | uint16_t(std::nearbyint(v * 16777216.0f)));
+  }
+  // Rebias the exponent and round the mantissa from 23 to 10 bits (a carry
+  // into the exponent is the right result).
+  const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u) - (uint32_t(127 - 15) << 23);
+  return uint16_t(sign | uint16_t(rounded >> 13));
 }
 
 }  // namespace fathom

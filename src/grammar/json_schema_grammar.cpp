@@ -144,6 +144,7 @@ Element natural_range(Grammar& g, int64_t a, int64_t b) {
       std::string x = std::to_string(lo), y = std::to_string(hi);
       alts.push_back(fixed_length_range(g, x, y));
     }
+    if (length == 18) break;  // 19 nines would not fit in int64
     low_of_length = high_of_length + 1;
     high_of_length = high_of_length * 10 + 9;
   }

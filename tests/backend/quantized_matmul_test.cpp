@@ -64,6 +64,24 @@ TEST(AffineWeights, DequantizationIsScaleTimesCodePlusBias) {
       }
 }
 
+TEST(AffineWeights, F16ScalesRoundToNearestEven) {
+  auto rng = fresh_rng();
+  std::uniform_real_distribution<float> exponent(-26.0f, 16.0f), unit(-1.0f, 1.0f);
+  for (int i = 0; i < 100000; ++i) {
+    const float v = unit(rng) * std::exp2(exponent(rng));
+    const float back = f16_to_f32(f32_to_f16(v));
+    // Within half a step of f16 at v's magnitude (2^-24 below the normal range).
+    const float step = std::abs(v) < 6.103515625e-05f ? 5.9604645e-08f : std::exp2(std::floor(std::log2(std::abs(v))) - 10);
+    ASSERT_LE(std::abs(back - v), 0.5f * step) << v;
+    ASSERT_EQ(f16_to_f32(f32_to_f16(back)), back) << "an f16 value converts to itself: " << back;
+  }
+  EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);  // 65504, the largest
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // ties to even: infinity
+  EXPECT_EQ(f32_to_f16(-1.0f), 0xbc00);
+  EXPECT_EQ(f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // a tie goes to the even mantissa
+  EXPECT_EQ(f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);
+}
+
 TEST(AffineWeights, ThreeBitPacksAsMlxDoes) {
   // MLX packs 3-bit values 8 to 3 bytes, little-endian and low bits first:
   // values 0..7 (and again) give the bytes 0x88 0xC6 0xFA per pack.
