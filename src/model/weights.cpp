@@ -111,11 +111,8 @@ Tensor WeightLoader::dequantized(const std::string& name, int64_t rows, int64_t 
 Tensor WeightLoader::fetch(const std::string& name, const std::vector<int64_t>& shape) const {
   check(store_.has(name), "model weights: missing tensor ", name);
   Tensor t = store_.get(name);
-  if (t.shape() != shape) {
-    std::string want = "[";
-    for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
-    fail("model weights: ", name, " has shape ", t.shape_string(), " but the config implies ", want, "]");
-  }
+  if (t.shape() != shape)
+    fail("model weights: ", name, " has shape ", t.shape_string(), " but the config implies ", shape_of(shape));
   return t.reshape(shape);
 }
 

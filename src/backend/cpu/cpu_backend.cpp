@@ -18,11 +18,12 @@ void CpuBackend::matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bia
 }
 
 void CpuBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) {
-  if (std::any_of(targets.begin(), targets.end(), [](const MatmulTarget& t) { return t.w->dtype() == DType::affine; })) {
-    for (const MatmulTarget& t : targets) {
-      if (t.w->dtype() == DType::affine) quant_matmul(x, t, bf16_inputs);
-      else matmul_shared_impl(x, {&t, 1}, bf16_inputs);
-    }
+  const auto affine = [](const MatmulTarget& t) { return t.w->dtype() == DType::affine; };
+  if (std::any_of(targets.begin(), targets.end(), affine)) {
+    std::vector<MatmulTarget> quantized, plain;
+    for (const MatmulTarget& t : targets) (affine(t) ? quantized : plain).push_back(t);
+    quant_matmul(x, quantized, bf16_inputs);
+    if (!plain.empty()) matmul_shared_impl(x, plain, bf16_inputs);
     return;
   }
   MatmulArgs base;

@@ -84,8 +84,10 @@ class CpuBackend final : public Backend {
     }
     return t;
   }
-  // A matmul whose weight is affine-quantized (cpu_quant_matmul.cpp).
-  void quant_matmul(const Tensor& x, const MatmulTarget& target, bool bf16_inputs);
+  // Matmuls of one x whose weights are affine-quantized (cpu_quant_matmul.cpp):
+  // x is prepared once for all of them, then each runs on its own.
+  void quant_matmul(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs);
+  void quant_matmul_one(QuantMatmulArgs& a, const bf16_t* xb, bool bf16_inputs);
   // The rotation of a codebook view (built once per seed and head_dim).
   const HadamardRotation& rotation(const KvView& kv);
 

@@ -28,38 +28,53 @@ int64_t quant_thread_scratch_bytes(int64_t K, int group) {
   return (bytes + 3) / 4 * 4;
 }
 
-void CpuBackend::quant_matmul(const Tensor& x, const MatmulTarget& t, bool bf16_inputs) {
-  const Tensor& w = *t.w;
-  const AffineQuant& q = w.affine_quant();
-  QuantMatmulArgs a;
-  a.M = x.dim(0);
-  a.K = x.dim(1);
-  a.N = w.dim(0);
-  a.codes = w.data<uint32_t>();
-  a.scales = q.scales.raw();
-  a.biases = q.biases.raw();
-  a.params = q.scales.dtype();
-  a.bits = q.bits;
-  a.group = q.group_size;
-  a.bias = t.bias ? t.bias->data<float>() : nullptr;
-  a.y = t.y->data<float>();
-  a.x = x.data<float>();
-  bf16_t* xb = nullptr;  // x in bf16 (bf16 compute)
+void CpuBackend::quant_matmul(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) {
+  const int64_t M = x.dim(0), K = x.dim(1);
+  // x as every target multiplies it, made once for all of them (q/k/v and
+  // gate/up share one x): rounded to bf16 values, and in bf16.
+  const float* x_values = x.data<float>();
+  bf16_t* xb = nullptr;
   if (bf16_inputs) {
-    xb = grow(quant_xb_, a.M * a.K, DType::bf16).data<bf16_t>();
-    float* rounded = grow(quant_x_, a.M * a.K, DType::f32).data<float>();
-    small_parallel_for(a.M * a.K, 64, [&](int64_t i0, int64_t i1) {
-      kernels_.to_bf16(a.x + i0, i1 - i0, xb + i0);
+    xb = grow(quant_xb_, M * K, DType::bf16).data<bf16_t>();
+    float* rounded = grow(quant_x_, M * K, DType::f32).data<float>();
+    small_parallel_for(M * K, 64, [&](int64_t i0, int64_t i1) {
+      kernels_.to_bf16(x_values + i0, i1 - i0, xb + i0);
       for (int64_t i = i0; i < i1; ++i) rounded[i] = bf16_to_f32(xb[i]);
     });
-    a.x = rounded;
+    x_values = rounded;
   }
+  // The group sums and the GEMV's reordered x depend on the group size and
+  // the code width: made again only when a target's differ from the last.
+  int sums_group = 0, planes_bits = 0;
+  for (const MatmulTarget& t : targets) {
+    const AffineQuant& q = t.w->affine_quant();
+    QuantMatmulArgs a;
+    a.M = M;
+    a.K = K;
+    a.N = t.w->dim(0);
+    a.codes = t.w->data<uint32_t>();
+    a.scales = q.scales.raw();
+    a.biases = q.biases.raw();
+    a.params = q.scales.dtype();
+    a.bits = q.bits;
+    a.group = q.group_size;
+    a.bias = t.bias ? t.bias->data<float>() : nullptr;
+    a.y = t.y->data<float>();
+    a.x = x_values;
+    if (quant_sums_.defined() && sums_group == a.group) a.x_group_sums = quant_sums_.data<float>();
+    if (quant_planes_.defined() && planes_bits == a.bits) a.x_planes = quant_planes_.raw();
+    quant_matmul_one(a, xb, bf16_inputs);
+    sums_group = a.x_group_sums ? a.group : 0;
+    planes_bits = a.x_planes ? a.bits : 0;
+  }
+}
 
+void CpuBackend::quant_matmul_one(QuantMatmulArgs& a, const bf16_t* xb, bool bf16_inputs) {
   const bool gemv = a.M <= kGemvMaxRows && isa_ == Isa::avx512;
   // Longer bf16 steps multiply the codes themselves (exact in bf16) group by group.
   const bool pair_gemm = !gemv && a.M > kGemvMaxRows && bf16_inputs && isa_ == Isa::avx512;
   const int64_t groups = a.K / a.group;
-  if (gemv || pair_gemm) {
+  if ((gemv || pair_gemm) && !a.x_group_sums) {
     float* sums = grow(quant_sums_, a.M * groups, DType::f32).data<float>();
     small_parallel_for(a.M * groups, 16, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
@@ -73,8 +88,10 @@ void CpuBackend::quant_matmul(const Tensor& x, const MatmulTarget& t, bool bf16_
   if (gemv) {
     // bf16 compute multiplies bf16 x by the codes' bf16 values (exact small
     // integers) in pairs; f32 compute widens the codes to f32.
-    if (quant_gemv_planes_take(a.bits, a.K)) {
-      a.bf16_planes = bf16_inputs;
+    a.bf16_planes = bf16_inputs;
+    if (!quant_gemv_planes_take(a.bits, a.K)) {
+      a.x_planes = nullptr;
+    } else if (!a.x_planes) {
       const int64_t plane_elements = a.M * quant_gemv_plane_elements(a.bits, a.K, bf16_inputs);
       Tensor& planes = grow(quant_planes_, plane_elements * (bf16_inputs ? 2 : 4) / 4, DType::f32);
       quant_gemv_planes(a.x, a.M, a.K, a.bits, bf16_inputs, planes.raw());

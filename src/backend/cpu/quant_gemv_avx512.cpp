@@ -31,6 +31,19 @@ inline __m512 load_params(const void* row, int64_t i, int64_t count) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+// One row's scales widened, padded for a 16-lane load; per thread, kept.
+inline std::vector<float>& row_scales_scratch(const QuantMatmulArgs& a) {
+  thread_local std::vector<float> scales;
+  scales.resize(size_t(a.K / a.group + 16));
+  return scales;
+}
+
+// Block b of a row's code words (16 of them), the stream ahead asked for.
+inline __m512i load_block(const uint32_t* words) {
+  _mm_prefetch(reinterpret_cast<const char*>(words) + kPrefetchBytes, _MM_HINT_T0);
+  return _mm512_loadu_si512(words);
+}
+
 // Rows [m0, m0 + R) of x against weight row n, f32 x. Per block of 16 words,
 // plane j holds code j of every word (lane l: value l·P + j of the block).
 // (Several weight rows at a time, sharing x's planes, measured slower: more
@@ -44,9 +57,7 @@ void tile_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scal
   const int64_t words = a.K / P;
   const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
   for (int64_t b = 0; b < a.K / VB; ++b) {
-    const uint32_t* row = a.codes + n * words + b * 16;
-    _mm_prefetch(reinterpret_cast<const char*>(row) + kPrefetchBytes, _MM_HINT_T0);
-    const __m512i w = _mm512_loadu_si512(row);
+    const __m512i w = load_block(a.codes + n * words + b * 16);
     __m512 part[R];
     for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
     for (int j = 0; j < P; ++j) {
@@ -81,9 +92,7 @@ void tile_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* sca
   static const Values values;
   const __m512i table = _mm512_load_si512(values.v);
   for (int64_t b = 0; b < a.K / VB; ++b) {
-    const uint32_t* row = a.codes + n * words + b * 16;
-    _mm_prefetch(reinterpret_cast<const char*>(row) + kPrefetchBytes, _MM_HINT_T0);
-    const __m512i w = _mm512_loadu_si512(row);
+    const __m512i w = load_block(a.codes + n * words + b * 16);
     __m512 part[R];
     for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
     for (int j = 0; j < H::count; ++j) {
@@ -142,7 +151,7 @@ void gemv(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   alignas(64) int32_t lane_group[16];
   for (int l = 0; l < 16; ++l) lane_group[l] = int32_t(l * per_lane / a.group);
   const __m512i scale_lane = _mm512_load_si512(lane_group);
-  std::vector<float> scales(size_t(a.K / a.group + 16));  // one row's, padded for a 16-lane load
+  std::vector<float>& scales = row_scales_scratch(a);
   for (int64_t n = n0; n < n1; ++n) {
     int64_t m = 0;
     for (; m + 4 <= a.M; m += 4) rows_against<BITS, 4, PD>(a, n, m, scale_lane, scales.data());
@@ -154,19 +163,28 @@ void gemv(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
 // fill 2·bits whole bytes; the 16 bytes from the first are copied to each
 // 128-bit lane, each 32-bit lane picks the two bytes its code lies in, shifts
 // and masks. x is used as it is (f32, bf16-rounded values in bf16 compute).
+// For each 32-bit lane i of 16 codes of `bits` (2·bits whole bytes): which
+// two bytes its code lies in, and how far to shift them.
+struct ByteCodes {
+  __m512i picks, shifts, mask;
+  explicit ByteCodes(int bits) {
+    alignas(64) int8_t pick[64];
+    alignas(64) int32_t shift[16];
+    for (int i = 0; i < 16; ++i) {
+      const int first = i * bits / 8;
+      pick[4 * i] = int8_t(first), pick[4 * i + 1] = int8_t(first + 1), pick[4 * i + 2] = pick[4 * i + 3] = -1;
+      shift[i] = i * bits % 8;
+    }
+    picks = _mm512_load_si512(pick);
+    shifts = _mm512_load_si512(shift);
+    mask = _mm512_set1_epi32((1 << bits) - 1);
+  }
+};
+
 template <int R, DType PD>
-void rows_any(const QuantMatmulArgs& a, int64_t n, int64_t m0, float* scales) {
+void rows_any(const QuantMatmulArgs& a, int64_t n, int64_t m0, const ByteCodes& c, float* scales) {
   const int bits = a.bits;
   const int64_t groups = a.K / a.group, row_bytes = a.K * bits / 8;
-  alignas(64) int8_t pick[64];
-  alignas(64) int32_t shift[16];
-  for (int i = 0; i < 16; ++i) {
-    const int first = i * bits / 8;
-    pick[4 * i] = int8_t(first), pick[4 * i + 1] = int8_t(first + 1), pick[4 * i + 2] = pick[4 * i + 3] = -1;
-    shift[i] = i * bits % 8;
-  }
-  const __m512i picks = _mm512_load_si512(pick), shifts = _mm512_load_si512(shift);
-  const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
   const uint8_t* row = reinterpret_cast<const uint8_t*>(a.codes) + n * row_bytes;
   // The last row's last 16-byte load would leave the codes: that chunk goes the plain way.
   const int64_t last_safe = n + 1 < a.N ? a.K : (row_bytes - 16) / (2 * bits) * 16;
@@ -189,7 +207,7 @@ void rows_any(const QuantMatmulArgs& a, int64_t n, int64_t m0, float* scales) {
       }
       _mm_prefetch(reinterpret_cast<const char*>(at) + kPrefetchBytes, _MM_HINT_T0);
       const __m512i bytes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
-      const __m512i codes = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, picks), shifts), mask);
+      const __m512i codes = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, c.picks), c.shifts), c.mask);
       const __m512 q = _mm512_cvtepi32_ps(codes);
       for (int r = 0; r < R; ++r)
         part[r] = _mm512_fmadd_ps(q, _mm512_loadu_ps(a.x + (m0 + r) * a.K + i), part[r]);
@@ -203,11 +221,12 @@ void rows_any(const QuantMatmulArgs& a, int64_t n, int64_t m0, float* scales) {
 
 template <DType PD>
 void gemv_any(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
-  std::vector<float> scales(size_t(a.K / a.group + 16));
+  std::vector<float>& scales = row_scales_scratch(a);
+  const ByteCodes codes(a.bits);
   for (int64_t n = n0; n < n1; ++n) {
     int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) rows_any<4, PD>(a, n, m, scales.data());
-    for (; m < a.M; ++m) rows_any<1, PD>(a, n, m, scales.data());
+    for (; m + 4 <= a.M; m += 4) rows_any<4, PD>(a, n, m, codes, scales.data());
+    for (; m < a.M; ++m) rows_any<1, PD>(a, n, m, codes, scales.data());
   }
 }
 
