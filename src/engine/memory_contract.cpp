@@ -23,6 +23,17 @@ bool kept_in_f32(const std::string& name) {
   return false;
 }
 
+// The module an MLX-quantized tensor belongs to (its .weight holds U32 codes,
+// .scales and .biases lie beside it), or "" for any other tensor.
+std::string quantized_module(const std::map<std::string, StoredTensor>& tensors, const std::string& name) {
+  for (const char* suffix : {".weight", ".scales", ".biases"})
+    if (ends_with(name, suffix)) {
+      const std::string module = name.substr(0, name.size() - std::string(suffix).size());
+      return tensors.count(module + ".scales") ? module : std::string();
+    }
+  return std::string();
+}
+
 int64_t numel(const StoredTensor& t) {
   int64_t n = 1;
   for (int64_t d : t.shape) n *= d;
@@ -55,21 +66,12 @@ int64_t MemoryContract::weights_bytes() const {
   int64_t stored = 0, copies = 0;
   std::map<int, int64_t> file_bytes;
   const ModelConfig& c = in_.config;
-  // MLX-quantized modules: .weight holds U32 codes, .scales and .biases beside it.
-  auto quantized_module = [&](const std::string& name) {
-    for (const char* suffix : {".weight", ".scales", ".biases"})
-      if (ends_with(name, suffix)) {
-        const std::string module = name.substr(0, name.size() - std::string(suffix).size());
-        return in_.tensors.count(module + ".scales") ? module : std::string();
-      }
-    return std::string();
-  };
   for (const auto& [name, t] : in_.tensors) {
     stored += int64_t(t.nbytes);
     file_bytes[t.file] += int64_t(t.nbytes);
     const int64_t n = numel(t);
     const bool f32 = t.dtype == "F32";
-    if (const std::string module = quantized_module(name); !module.empty()) {
+    if (const std::string module = quantized_module(in_.tensors, name); !module.empty()) {
       // Read packed where they lie. The loader widens routers and the small
       // Gated DeltaNet projections to f32 (the logical matrix, from the
       // codes), and regroups the fused one into a packed private copy.
@@ -226,8 +228,8 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
     plain_depth = 0;
     for (const auto& [name, t] : in_.tensors) {
       if (!ends_with(name, ".weight") || t.shape.size() < 2) continue;
-      const std::string module = name.substr(0, name.size() - 7);
-      if (!in_.tensors.count(module + ".scales")) {
+      const std::string module = quantized_module(in_.tensors, name);
+      if (module.empty()) {
         plain_depth = std::max(plain_depth, t.shape.back());
         continue;
       }
