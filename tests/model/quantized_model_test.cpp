@@ -108,9 +108,14 @@ TEST_P(QuantizedFolder, LogitsMatchTheDequantizedWeights) {
   const ModelConfig config = load_model_config(in.string());
   const std::vector<int32_t> prompt = testing::random_ids(12, config.vocab_size, rng);
   const Tensor got = logits_of(quantized, prompt, 3), want = logits_of(dequantized, prompt, 3);
+  // The two sides sum in different orders (the packed kernels factor out each
+  // group's scale and bias). A Gated DeltaNet recurrence carries that rounding
+  // from position to position: on the hybrid MoE fixture about 1 prompt in 40
+  // reached 1e-4 (the f32 parity bound against transformers); the others stay under 1e-5.
+  const double tolerance = config.linear_attention ? 1e-4 : 1e-5;
   const int64_t vocab = got.dim(1);
   for (int64_t i = 0; i < got.dim(0); ++i)
-    EXPECT_LE(relative_error(got.data<float>() + i * vocab, want.data<float>() + i * vocab, vocab), 1e-5)
+    EXPECT_LE(relative_error(got.data<float>() + i * vocab, want.data<float>() + i * vocab, vocab), tolerance)
         << fixture << " at " << bits << " bits, position " << i;
   fs::remove_all(quantized);
   fs::remove_all(dequantized);
