@@ -5,6 +5,7 @@
 // streams them from memory as a real step does.
 //   decode:  one row of x through every matmul (what a decode step multiplies)
 //   prefill: 512 rows through one layer's matmuls (GFLOP/s)
+// Arguments: threads, rounds, formats (a comma list of q8, q4, bf16).
 // fathom q8 (groups of 64) against ggml Q8_0 (blocks of 32), fathom q4 (g64)
 // against Q4_0 (blocks of 32, the same 4.5 bits a weight), and bf16 against
 // BF16. ggml multiplies int8-quantized activations (Q8_0 x); fathom multiplies
@@ -95,13 +96,19 @@ struct GgmlSide {
   ggml_threadpool* pool = nullptr;
 };
 
+// llama.cpp's loader tries the CPU backend's extra buffer types in order: AMX
+// (built with AMX-INT8, on a processor that has it) takes Q8_0 and Q4_0, the
+// repack buffer Q4_0; BF16 stays in a plain buffer.
 ggml_backend_buffer_type_t weight_buffer_type(ggml_backend_t backend, ggml_type type) {
-  if (type != GGML_TYPE_Q4_0) return ggml_backend_cpu_buffer_type();
+  if (type == GGML_TYPE_BF16) return ggml_backend_cpu_buffer_type();
   ggml_backend_dev_t dev = ggml_backend_get_device(backend);
   auto extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
       ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), "ggml_backend_dev_get_extra_bufts"));
-  for (ggml_backend_buffer_type_t* b = extra ? extra(dev) : nullptr; b && *b; ++b)
-    if (std::string(ggml_backend_buft_name(*b)).find("REPACK") != std::string::npos) return *b;
+  for (ggml_backend_buffer_type_t* b = extra ? extra(dev) : nullptr; b && *b; ++b) {
+    const std::string name = ggml_backend_buft_name(*b);
+    if (name.find("AMX") != std::string::npos) return *b;
+    if (type == GGML_TYPE_Q4_0 && name.find("REPACK") != std::string::npos) return *b;
+  }
   return ggml_backend_cpu_buffer_type();
 }
 
@@ -153,6 +160,7 @@ double ggml_run(GgmlSide& s, const std::vector<Shape>& shapes, int64_t m, size_t
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::stoi(argv[1]) : 1;
   const int rounds = argc > 2 ? std::stoi(argv[2]) : 5;
+  const std::string formats = argc > 3 ? argv[3] : "q8,q4,bf16";  // which of the three to run
   fathom::ThreadPool::set_global_threads(threads);
   std::vector<Shape> shapes;
   for (int l = 0; l < kLayers; ++l)
@@ -172,6 +180,8 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const Pair& p : {Pair{"q8 g64 / Q8_0", 8, GGML_TYPE_Q8_0}, Pair{"q4 g64 / Q4_0", 4, GGML_TYPE_Q4_0},
                         Pair{"bf16 / BF16", 0, GGML_TYPE_BF16}}) {
+    const std::string key = p.bits ? "q" + std::to_string(p.bits) : "bf16";
+    if (("," + formats + ",").find("," + key + ",") == std::string::npos) continue;
     FathomSide f = fathom_side(w, shapes, p.bits);
     GgmlSide g = ggml_side(w, shapes, p.type, threads);
     std::vector<double> fd, gd, fp, gp;

@@ -9,6 +9,9 @@
 #include "test_util.h"
 
 namespace fathom {
+namespace cpu {
+void matmul_slice_amx_emulated(const MatmulArgs& a, int64_t n0, int64_t n1);  // amx_emulated_tiles.cpp
+}
 namespace {
 
 using testing::fresh_rng;
@@ -27,7 +30,8 @@ std::vector<cpu::Isa> runnable_isas() {
   return isas;
 }
 
-void run_case(cpu::Isa isa, const Shape& s, DType w_dtype, bool bf16_inputs, std::mt19937_64& rng) {
+void run_case(cpu::MatmulSlice slice, const char* kernel, const Shape& s, DType w_dtype, bool bf16_inputs,
+              std::mt19937_64& rng) {
   Tensor x = random_tensor({s.m, s.k}, DType::f32, rng);
   Tensor w = random_tensor({s.n, s.k}, w_dtype, rng, 0.2f);
   Tensor bias = random_tensor({s.n}, DType::f32, rng);
@@ -48,12 +52,12 @@ void run_case(cpu::Isa isa, const Shape& s, DType w_dtype, bool bf16_inputs, std
   a.y = fast.data();
   // Two slices, as two threads would split N.
   const int64_t split = s.n / 2 / 16 * 16;
-  cpu::kernels_for(isa).matmul(a, 0, split);
-  cpu::kernels_for(isa).matmul(a, split, s.n);
+  slice(a, 0, split);
+  slice(a, split, s.n);
   a.y = ref.data();
   cpu::matmul_slice_reference(a, 0, s.n);
   EXPECT_LT(relative_error(fast.data(), ref.data(), s.m * s.n), 5e-6)
-      << cpu::isa_name(isa) << " m=" << s.m << " k=" << s.k << " n=" << s.n << " w=" << dtype_name(w_dtype)
+      << kernel << " m=" << s.m << " k=" << s.k << " n=" << s.n << " w=" << dtype_name(w_dtype)
       << " bf16_inputs=" << bf16_inputs;
 }
 
@@ -68,7 +72,33 @@ TEST(Matmul, FastKernelsMatchReference) {
   for (cpu::Isa isa : runnable_isas())
     for (const Shape& s : shapes)
       for (DType w : {DType::f32, DType::bf16})
-        for (bool bf16_inputs : {false, true}) run_case(isa, s, w, bf16_inputs, rng);
+        for (bool bf16_inputs : {false, true})
+          run_case(cpu::kernels_for(isa).matmul, cpu::isa_name(isa), s, w, bf16_inputs, rng);
+}
+
+// Rows 16–530 (whole tile blocks of 32, a lone block of 16, a tail the GEMV
+// takes, past the 512-row block), K across the 512 block and not a multiple of 32 (the AVX-512 kernel
+// takes it), columns split at a multiple of 16 with a tail of a few.
+const Shape kAmxShapes[] = {{16, 32, 16}, {17, 64, 40}, {32, 544, 64}, {33, 1056, 100}, {48, 96, 32},
+                            {100, 512, 70}, {64, 48, 48}, {40, 1088, 36}, {530, 64, 32}};
+
+void run_amx_cases(cpu::MatmulSlice slice, const char* kernel) {
+  uint64_t seed;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const Shape& s : kAmxShapes)
+    for (DType w : {DType::f32, DType::bf16})
+      for (bool bf16_inputs : {false, true}) run_case(slice, kernel, s, w, bf16_inputs, rng);
+}
+
+TEST(Matmul, AmxTilesMatchReference) {
+  if (!cpu::amx_bf16_available()) GTEST_SKIP() << "skipped: no AMX (this processor or kernel has no AMX-BF16 tiles)";
+  run_amx_cases(cpu::matmul_slice_amx, "amx");
+}
+
+TEST(Matmul, AmxKernelWithEmulatedTilesMatchesReference) {
+  if (cpu::detect_isa() != cpu::Isa::avx512) GTEST_SKIP() << "skipped: no AVX-512 (the AMX kernel's edges need it)";
+  run_amx_cases(cpu::matmul_slice_amx_emulated, "amx (emulated tiles)");
 }
 
 TEST(GemmNn, FastKernelsMatchReference) {

@@ -10,7 +10,10 @@
 namespace fathom {
 namespace cpu {
 
-CpuBackend::CpuBackend() : pool_(ThreadPool::global()), isa_(detect_isa()), kernels_(kernels_for(isa_)) {}
+CpuBackend::CpuBackend()
+    : pool_(ThreadPool::global()), isa_(detect_isa()), amx_(amx_bf16_available()), kernels_(kernels_for(isa_)) {
+  if (amx_) kernels_.matmul = matmul_slice_amx;
+}
 
 void CpuBackend::matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) {
   const MatmulTarget target{&w, bias, &y};

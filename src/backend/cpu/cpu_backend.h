@@ -18,7 +18,7 @@ namespace fathom::cpu {
 class CpuBackend final : public Backend {
  public:
   CpuBackend();
-  std::string name() const override { return std::string("cpu-") + isa_name(isa_); }
+  std::string name() const override { return std::string("cpu-") + isa_name(isa_) + (amx_ ? "-amx" : ""); }
   Device device() const override { return Device::cpu; }
   void release_pages(void* data, int64_t bytes) override;
 
@@ -93,6 +93,7 @@ class CpuBackend final : public Backend {
 
   ThreadPool& pool_;
   Isa isa_;
+  bool amx_;  // prefill matmuls on AMX tiles
   Kernels kernels_;
   Tensor rounded_;
   Tensor rounded_bf16_;

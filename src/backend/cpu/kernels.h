@@ -25,6 +25,11 @@ using MatmulSlice = void (*)(const MatmulArgs&, int64_t n0, int64_t n1);
 void matmul_slice_reference(const MatmulArgs& a, int64_t n0, int64_t n1);
 void matmul_slice_avx2(const MatmulArgs& a, int64_t n0, int64_t n1);
 void matmul_slice_avx512(const MatmulArgs& a, int64_t n0, int64_t n1);
+// AVX-512 plus AMX-BF16 tiles for prefill (bf16 x and w, ≥ 16 rows): only
+// where amx_bf16_available(). The tests also run the same kernel with the tile
+// instructions emulated (tests/backend/amx_emulated_tiles.cpp), so any AVX-512
+// machine checks its layout.
+void matmul_slice_amx(const MatmulArgs& a, int64_t n0, int64_t n1);
 
 // y[M, N] = x[M, K] · w[K, N] with w's rows ldw apart (f32 or bf16); used by
 // attention for probabilities × values.
@@ -40,6 +45,10 @@ void gemm_nn_avx512(const float* x, int64_t ldx, const void* w, DType w_dtype, i
 
 enum class Isa { portable, avx2, avx512 };
 Isa detect_isa();
+// Whether the processor has AMX-BF16 tiles and the kernel lets this process
+// use them (arch_prctl ARCH_REQ_XCOMP_PERM for the tile data, asked once).
+// FATHOM_AMX=0 in the environment turns them off (to compare the paths).
+bool amx_bf16_available();
 const char* isa_name(Isa isa);
 
 // dst[i] = bf16(src[i]), rounding to nearest even.

@@ -1,3 +1,12 @@
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/kernels.h"
 
@@ -12,6 +21,26 @@ Isa detect_isa() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
 #endif
   return Isa::portable;
+}
+
+bool amx_bf16_available() {
+  static const bool available = [] {
+    const char* env = std::getenv("FATHOM_AMX");
+    if (env && std::strcmp(env, "0") == 0) return false;
+#if defined(__x86_64__)
+    if (detect_isa() != Isa::avx512) return false;  // the kernel's edges take the AVX-512 paths
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    const bool amx_bf16 = edx & (1u << 22), amx_tile = edx & (1u << 24);
+    if (!amx_bf16 || !amx_tile) return false;
+    // Linux gives a process the tile data state only when asked.
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return available;
 }
 
 const char* isa_name(Isa isa) {
