@@ -1,13 +1,15 @@
 #!/bin/bash
 # Packs the CPU engine for the GPU machine's host processor (an Intel Xeon
 # with AMX; it has none of our apt packages) into .device/host.tar.xz:
-# fathom_bench (`fathom bench` alone, bench/bench_only_main.cpp), host_tests (the matmul kernels' and the models' parity tests,
-# linked on their own: the whole test binary is too large to carry), the
+# fathom_bench (`fathom bench` alone, bench/bench_only_main.cpp), host_tests
+# (the matmul and attention kernels' and the models' parity tests, linked on
+# their own: the whole test binary is too large to carry), the
 # prefill GEMM bench, a memory-bandwidth bench
 # built without -march=native, ggml's side-by-side harness when GGML_HOST_BUILD
 # names a ggml build configured for that processor (see bench/RESULTS.md), and
 # the shared libraries of ours they link. Run it there with scripts/host_bench.sh.
-# The device tool carries 64 MiB with the tracked tree, which leaves about 2 MiB:
+# The device tool carries 64 MiB with the tracked tree, which leaves little (a
+# 0.8 MB bundle went, 1.5 MB did not):
 # name fewer binaries (fathom_bench, host_tests, gemm_throughput, memory_bandwidth,
 # ggml_quant_matmul) to fit, and build without CUDA (-DFATHOM_CUDA=OFF) for
 # binaries a fraction of the size.
@@ -37,7 +39,8 @@ fi
 if want host_tests; then
   avx512="-mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma -mavx2 -Wno-maybe-uninitialized"
   g++ -O2 -std=c++20 $avx512 -Isrc -Itests -DFATHOM_FIXTURES_DIR="\"$PWD/tests/fixtures\"" \
-    tests/backend/matmul_test.cpp tests/backend/amx_emulated_tiles.cpp tests/parity/parity_test.cpp \
+    tests/backend/matmul_test.cpp tests/backend/attention_test.cpp tests/backend/amx_emulated_tiles.cpp \
+    tests/parity/parity_test.cpp \
     tests/parity/trained_model_test.cpp -o "$stage/host_tests" "$build/libfathom_core.a" "$build/libfathom_text.a" \
     -lgtest_main -lgtest -lpcre2-8 -lutf8proc -lpthread
   strip "$stage/host_tests"

@@ -22,6 +22,10 @@ struct AttentionParams {
   // j <= its own (causal) and, with a window, only j > position - window.
   int64_t first_position = 0;
   std::optional<int64_t> window;
+  // bf16 compute: the scores' and the output's multiplications may round the
+  // queries and the probabilities to bf16, as every matmul rounds its input
+  // (the CPU does where its cache is bf16 and its kernels multiply bf16).
+  bool bf16_inputs = false;
 };
 
 // The sizes of a Gated DeltaNet layer's delta rule (value head h reads key head

@@ -170,6 +170,7 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   const ModelConfig& c = in_.config;
   const int64_t t = effective_chunk(chunk);
   int64_t max_q = 0, max_kv = 0, max_hd = 0, max_group = 1, coded = 0;
+  bool plain_rows = in_.kv_scheme.quantized_kv_start() > 0;  // some attention reads bf16 rows
   // The most rows a block of any layer's format holds: attention takes the
   // scores of a block of plain rows at once.
   int64_t block_rows = 0;
@@ -183,6 +184,7 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
     max_hd = std::max(max_hd, hd);
     max_group = std::max(max_group, c.num_heads / std::max<int64_t>(kvh, 1));
     if (in_.kv_scheme.codec_for_layer(c, c.kv_source_of(i)).kind != LayerCodec::Kind::plain) coded = 1;
+    else plain_rows = true;
     block_rows = std::max(block_rows, LayerCodec{}.format(kvh, hd, plain, block_bytes).block_rows);
   }
   const int64_t intermediate = c.intermediate_size * (c.use_double_wide_mlp ? 2 : 1);
@@ -263,7 +265,11 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   const int64_t tile_rows = std::max<int64_t>(1, 16 / max_group);
   const int64_t nq = std::min(t, tile_rows) * max_group;
   const int64_t keys = context;
-  const int64_t tile = 2 * nq * max_hd + nq * keys + nq * std::max(block_rows, max_hd);
+  int64_t tile = 2 * nq * max_hd + nq * keys + nq * std::max(block_rows, max_hd);
+  // bf16 compute over plain rows, past decode-like steps: the tile's bf16
+  // copies (billed whether or not this CPU takes them).
+  if (in_.dtype == ComputeDType::bf16 && plain_rows && t > cpu::kDecodeLikeRows)
+    tile += (cpu::attention_bf16_tile_elements(nq, max_hd, keys, block_rows) + 1) / 2;
   scratch += in_.threads * tile * 4;
   if (c.linear_attention) {
     // Each thread's chunked delta-rule workspace (chunks of 64 tokens), freed after the call.

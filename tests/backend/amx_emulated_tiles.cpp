@@ -46,9 +46,19 @@ struct EmulatedTiles {
 
 #include "backend/cpu/amx_matmul.inc"
 
-// Declared in matmul_test.cpp, its one user.
+// Declared in matmul_test.cpp, their one user.
 void matmul_slice_amx_emulated(const MatmulArgs& a, int64_t n0, int64_t n1) {
   amx_matmul<EmulatedTiles>(a, n0, n1);
+}
+
+void gemm_pv_amx_emulated(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n,
+                          int64_t d, float* y, int64_t ldy, bf16_t* panel) {
+  amx_gemm_pv<EmulatedTiles>(p, ldp, v, ldv, M, n, d, y, ldy, panel);
+}
+
+void gemm_qk_amx_emulated(const bf16_t* q, int64_t ldq, int64_t rows, int64_t d, const bf16_t* k, int64_t ldk,
+                          int64_t n, float* s, int64_t lds) {
+  amx_gemm_qk<EmulatedTiles>(q, ldq, rows, d, k, ldk, n, s, lds);
 }
 
 }  // namespace fathom::cpu

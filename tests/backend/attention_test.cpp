@@ -10,6 +10,12 @@
 #include "test_util.h"
 
 namespace fathom {
+namespace cpu {
+void gemm_pv_amx_emulated(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n, int64_t d,
+                          float* y, int64_t ldy, bf16_t* panel);  // amx_emulated_tiles.cpp
+void gemm_qk_amx_emulated(const bf16_t* q, int64_t ldq, int64_t rows, int64_t d, const bf16_t* k, int64_t ldk,
+                          int64_t n, float* s, int64_t lds);
+}
 namespace {
 
 using testing::fresh_rng;
@@ -72,6 +78,142 @@ TEST(Attention, BackendMatchesReference) {
       cpu::attention_rows_reference(q.data<float>(), c.heads, view, p, 0, c.t, ref.data());
       EXPECT_LT(relative_error(out.data<float>(), ref.data(), q.numel()), 1e-5)
           << "t=" << c.t << " length=" << c.length << " kv=" << dtype_name(kv_dtype) << " block " << block_rows;
+    }
+}
+
+// The reference with bf16 compute's roundings where the CPU takes bf16 tiles:
+// each query (scaled) and each probability rounded to bf16, sums in double.
+void rounded_reference(const float* q, int64_t heads, const KvView& kv, const AttentionParams& p, int64_t t1,
+                       float* out) {
+  const int64_t group = heads / kv.kv_heads(), d = kv.head_dim();
+  std::vector<float> k(static_cast<size_t>(d)), v(static_cast<size_t>(d)), qb(static_cast<size_t>(d));
+  for (int64_t t = 0; t < t1; ++t) {
+    const int64_t pos = p.first_position + t;
+    const int64_t lo = (p.window ? std::max(kv.first_position, pos - *p.window + 1) : kv.first_position) -
+                       kv.first_position,
+                  hi = pos - kv.first_position;
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < d; ++i) qb[size_t(i)] = bf16_to_f32(f32_to_bf16(q[(t * heads + h) * d + i] * p.scale));
+      std::vector<double> w;
+      double max_score = -INFINITY, sum = 0.0;
+      for (int64_t j = lo; j <= hi; ++j) {
+        cpu::read_kv_row(kv, false, h / group, j, k.data());
+        double s = 0.0;
+        for (int64_t i = 0; i < d; ++i) s += double(qb[size_t(i)]) * k[size_t(i)];
+        w.push_back(s);
+        max_score = std::max(max_score, s);
+      }
+      for (auto& x : w) sum += (x = std::exp(x - max_score));
+      std::vector<double> acc(static_cast<size_t>(d), 0.0);
+      for (int64_t j = lo; j <= hi; ++j) {
+        cpu::read_kv_row(kv, true, h / group, j, v.data());
+        const double prob = bf16_to_f32(f32_to_bf16(float(w[size_t(j - lo)] / sum)));
+        for (int64_t i = 0; i < d; ++i) acc[size_t(i)] += prob * v[size_t(i)];
+      }
+      for (int64_t i = 0; i < d; ++i) out[(t * heads + h) * d + i] = float(acc[size_t(i)]);
+    }
+  }
+}
+
+// bf16 compute over bf16 caches, in chunks longer than a verify step: the
+// queries and probabilities are multiplied as bf16 (AMX tiles where the
+// processor has them). Runs of keys that are not whole 32-key steps, heads of
+// 32 to 128, a chunk at the end of the cache and a window. No tile is a lone
+// row (16 / group rows a tile): that row takes decode's path, unrounded.
+TEST(Attention, Bf16TilesMatchTheRoundedReference) {
+  if (!cpu::kernels_for(cpu::detect_isa()).gemm_pv) GTEST_SKIP() << "skipped: no bf16 attention kernels (AVX-512)";
+  uint64_t seed;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto backend = make_cpu_backend();
+  const Case cases[] = {
+      {40, 8, 2, 64, 40, 0, {}},
+      {24, 16, 8, 128, 60, 36, {}},
+      {34, 4, 4, 32, 34, 0, 9},
+      {17, 6, 2, 96, 70, 53, {}},
+  };
+  for (const Case& c : cases)
+    for (int64_t block_rows : {7, 32, 256}) {
+      Tensor q = random_tensor({c.t, c.heads, c.head_dim}, DType::f32, rng);
+      RandomBlocks cache(c.kv_heads, c.head_dim, DType::bf16, block_rows, c.length, 0, rng);
+      AttentionParams p;
+      p.scale = 0.3f;
+      p.first_position = c.first;
+      p.window = c.window;
+      p.bf16_inputs = true;
+      Tensor out = Tensor::empty(q.shape(), DType::f32);
+      backend->attention(q, cache.view, p, out);
+      std::vector<float> ref(static_cast<size_t>(q.numel()));
+      rounded_reference(q.data<float>(), c.heads, cache.view, p, c.t, ref.data());
+      // Next to a bf16 rounding boundary a probability may round the other
+      // way (one flip moves this test's output by ~1e-4 relative with 9 keys
+      // in view; measured up to 3.4e-4). The unrounded reference is further:
+      // ~3e-3 away, so the roundings are there.
+      std::vector<float> unrounded(static_cast<size_t>(q.numel()));
+      cpu::attention_rows_reference(q.data<float>(), c.heads, cache.view, p, 0, c.t, unrounded.data());
+      const double err = relative_error(out.data<float>(), ref.data(), q.numel());
+      EXPECT_LT(err, 1e-3) << "t=" << c.t << " d=" << c.head_dim << " block " << block_rows;
+      EXPECT_LT(3 * err, relative_error(out.data<float>(), unrounded.data(), q.numel()))
+          << "t=" << c.t << " d=" << c.head_dim << " block " << block_rows;
+    }
+}
+
+// The P·V kernels against the plain one: runs of keys past and short of the
+// 32-key step, rows past a tile, heads 32 to 128.
+TEST(GemmPv, FastKernelsMatchReference) {
+  uint64_t seed;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<std::pair<const char*, cpu::GemmPv>> kernels;
+  if (cpu::detect_isa() == cpu::Isa::avx512) {
+    kernels.push_back({"avx512", cpu::gemm_pv_avx512});
+    kernels.push_back({"amx (emulated tiles)", cpu::gemm_pv_amx_emulated});
+  }
+  if (cpu::amx_bf16_available()) kernels.push_back({"amx", cpu::gemm_pv_amx});
+  if (kernels.empty()) GTEST_SKIP() << "skipped: no bf16 attention kernels (AVX-512)";
+  struct Shape {
+    int64_t m, n, d;
+  };
+  for (const Shape s : {Shape{16, 1, 32}, Shape{16, 45, 128}, Shape{21, 32, 64}, Shape{34, 77, 96}, Shape{7, 256, 128}})
+    for (const auto& [name, kernel] : kernels) {
+      const int64_t ldp = s.n + 40, ldv = s.d + 8;
+      Tensor p = random_tensor({s.m, ldp}, DType::bf16, rng), v = random_tensor({s.n, ldv}, DType::bf16, rng);
+      Tensor y0 = random_tensor({s.m, s.d}, DType::f32, rng);
+      std::vector<float> fast(y0.data<float>(), y0.data<float>() + y0.numel()), ref = fast;
+      std::vector<bf16_t> panel(static_cast<size_t>(cpu::gemm_pv_panel_elements(s.n, s.d)));
+      kernel(p.data<bf16_t>(), ldp, v.data<bf16_t>(), ldv, s.m, s.n, s.d, fast.data(), s.d, panel.data());
+      cpu::gemm_pv_reference(p.data<bf16_t>(), ldp, v.data<bf16_t>(), ldv, s.m, s.n, s.d, ref.data(), s.d, nullptr);
+      EXPECT_LT(relative_error(fast.data(), ref.data(), int64_t(fast.size())), 1e-5)
+          << name << " m=" << s.m << " n=" << s.n << " d=" << s.d;
+    }
+}
+
+// The scores kernels against the plain one: 16 queries and fewer, keys in
+// whole 16s and 32s and not, heads 32 to 512.
+TEST(GemmQk, FastKernelsMatchReference) {
+  uint64_t seed;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<std::pair<const char*, cpu::GemmQk>> kernels;
+  if (cpu::detect_isa() == cpu::Isa::avx512) {
+    kernels.push_back({"avx512", cpu::gemm_qk_avx512});
+    kernels.push_back({"amx (emulated tiles)", cpu::gemm_qk_amx_emulated});
+  }
+  if (cpu::amx_bf16_available()) kernels.push_back({"amx", cpu::gemm_qk_amx});
+  if (kernels.empty()) GTEST_SKIP() << "skipped: no bf16 attention kernels (AVX-512)";
+  struct Shape {
+    int64_t rows, n, d;
+  };
+  for (const Shape s : {Shape{16, 1, 32}, Shape{16, 48, 128}, Shape{5, 33, 64}, Shape{12, 100, 96}, Shape{16, 64, 512},
+                        Shape{1, 17, 128}})
+    for (const auto& [name, kernel] : kernels) {
+      const int64_t ldq = s.d + 8, ldk = s.d + 40, lds = s.n + 3;
+      Tensor q = random_tensor({s.rows, ldq}, DType::bf16, rng), k = random_tensor({s.n, ldk}, DType::bf16, rng);
+      std::vector<float> fast(static_cast<size_t>(s.rows * lds), 7.0f), ref = fast;
+      kernel(q.data<bf16_t>(), ldq, s.rows, s.d, k.data<bf16_t>(), ldk, s.n, fast.data(), lds);
+      cpu::gemm_qk_reference(q.data<bf16_t>(), ldq, s.rows, s.d, k.data<bf16_t>(), ldk, s.n, ref.data(), lds);
+      EXPECT_LT(relative_error(fast.data(), ref.data(), int64_t(fast.size())), 1e-5)
+          << name << " rows=" << s.rows << " n=" << s.n << " d=" << s.d;
     }
 }
 

@@ -62,12 +62,22 @@ CodedRows coded_rows(const KvView& kv, const std::byte* block, bool values, int6
   return rows;
 }
 
+// bf16 compute over a plain bf16 cache, where the processor has the bf16
+// kernels: the queries and the probabilities are rounded to bf16 and
+// multiplied as bf16 (the scores through gemm_qk, P·V through gemm_pv).
+bool bf16_tiles(const Kernels& kern, const KvView& kv, const AttentionParams& p) {
+  return p.bf16_inputs && kern.gemm_pv && kern.gemm_qk && kv.format.codec == KvFormat::Codec::plain &&
+         kv.format.dtype == DType::bf16 && kv.head_dim() % 32 == 0 && kv.head_dim() <= 512;
+}
+
 // All query heads of kv group g for rows [t0, t1), a block at a time:
 // scores = Q·Kᵀ over the visible key span, masked and softmaxed in place,
 // then out = P·V. Plain blocks go through small GEMMs; coded blocks through
 // kernels that read the codes in place. Scratch: the gathered, pre-scaled
 // queries [nq, d], the scores [nq, span], the tile's output [nq, d] and
-// (plain blocks) a partial product [nq, max(block_rows, d)].
+// (plain blocks) a partial product [nq, max(block_rows, d)]; for bf16 tiles
+// also the queries [nq, d] and probabilities [nq, span + 32] in bf16 and a
+// block of values in pairs order.
 void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const KvView& kv,
                        const AttentionParams& p, int64_t g, int64_t t0, int64_t t1, float* scratch, float* out) {
   static const CodedRowKernels coded = best_coded_row_kernels();
@@ -80,14 +90,27 @@ void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const
   float* scores = queries + nq * d;    // [nq, span]
   float* result = scores + nq * span;  // [nq, d]
   float* partial = result + nq * d;    // [nq, max(block_rows, d)]
+  const bool as_bf16 = t1 - t0 > 1 && bf16_tiles(kern, kv, p);  // one row: decode-like, as decode computes it
+  const int64_t ldp = span + 32;  // gemm_pv reads up to 31 past a run
+  bf16_t* queries_b = reinterpret_cast<bf16_t*>(partial + nq * std::max(kv.format.block_rows, d));
+  bf16_t* probs = queries_b + nq * d;  // [nq, ldp]
+  bf16_t* panel = probs + nq * ldp;
   auto query_row = [&](int64_t qi) { return ((t0 + qi / group) * heads + g * group + qi % group) * d; };
 
   for (int64_t qi = 0; qi < nq; ++qi) {
     const float* src = q + query_row(qi);
     for (int64_t i = 0; i < d; ++i) queries[qi * d + i] = src[i] * p.scale;
   }
+  if (as_bf16) kern.to_bf16(queries, nq * d, queries_b);
   for_each_run(kv, lo_all, hi_all, [&](int64_t j, int64_t n, const std::byte* block, int64_t r) {
     if (!plain) return coded.scores(queries, nq, d, coded_rows(kv, block, false, g, r), n, scores + (j - lo_all), span);
+    if (as_bf16) {
+      const auto* keys = reinterpret_cast<const bf16_t*>(plain_rows(kv, block, false, g, r));
+      for (int64_t q0 = 0; q0 < nq; q0 += 16)
+        kern.gemm_qk(queries_b + q0 * d, d, std::min<int64_t>(16, nq - q0), d, keys, d, n,
+                     scores + q0 * span + (j - lo_all), span);
+      return;
+    }
     MatmulArgs a;
     a.x = queries;
     a.M = nq, a.N = n, a.K = d;
@@ -103,7 +126,17 @@ void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const
     kern.softmax_row(scores + qi * span, span, r.lo - lo_all, r.hi - lo_all);
   }
   std::fill(result, result + nq * d, 0.0f);
-  for_each_run(kv, lo_all, hi_all, [&](int64_t j, int64_t n, const std::byte* block, int64_t r) {
+  if (as_bf16) {
+    for (int64_t qi = 0; qi < nq; ++qi) {
+      kern.to_bf16(scores + qi * span, span, probs + qi * ldp);
+      std::fill(probs + qi * ldp + span, probs + (qi + 1) * ldp, bf16_t(0));
+    }
+    for_each_run(kv, lo_all, hi_all, [&](int64_t j, int64_t n, const std::byte* block, int64_t r) {
+      kern.gemm_pv(probs + (j - lo_all), ldp, reinterpret_cast<const bf16_t*>(plain_rows(kv, block, true, g, r)), d,
+                   nq, n, d, result, d, panel);
+    });
+  }
+  if (!as_bf16) for_each_run(kv, lo_all, hi_all, [&](int64_t j, int64_t n, const std::byte* block, int64_t r) {
     if (!plain) return coded.values(scores + (j - lo_all), span, nq, coded_rows(kv, block, true, g, r), d, n, result);
     kern.gemm_nn(scores + (j - lo_all), span, plain_rows(kv, block, true, g, r), kv.format.dtype, d, nq, n, d,
                  partial, d);
@@ -153,11 +186,14 @@ int64_t attention_tile_rows(int64_t heads, int64_t kv_heads) {
   return std::max<int64_t>(1, kTileQueries / (heads / kv_heads));
 }
 
-int64_t attention_scratch_floats(const KvView& kv, int64_t heads, int64_t rows_in_chunk) {
+int64_t attention_scratch_floats(const Kernels& kern, const KvView& kv, const AttentionParams& p, int64_t heads,
+                                 int64_t rows_in_chunk) {
   const int64_t nq = std::min(rows_in_chunk, attention_tile_rows(heads, kv.kv_heads())) * (heads / kv.kv_heads());
   const int64_t d = kv.head_dim(), b = kv.format.block_rows;
   const int64_t partial = kv.format.codec == KvFormat::Codec::plain ? nq * std::max(b, d) : 0;
-  return 2 * nq * d + nq * kv.length + partial;
+  const bool bf16 = bf16_tiles(kern, kv, p) && rows_in_chunk > kDecodeLikeRows;
+  const int64_t bf16_part = bf16 ? attention_bf16_tile_elements(nq, d, kv.length, b) : 0;
+  return 2 * nq * d + nq * kv.length + partial + (bf16_part + 1) / 2;
 }
 
 void attention_tile(const Kernels& k, const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,

@@ -12,7 +12,11 @@ namespace cpu {
 
 CpuBackend::CpuBackend()
     : pool_(ThreadPool::global()), isa_(detect_isa()), amx_(amx_bf16_available()), kernels_(kernels_for(isa_)) {
-  if (amx_) kernels_.matmul = matmul_slice_amx;
+  if (amx_) {
+    kernels_.matmul = matmul_slice_amx;
+    kernels_.gemm_pv = gemm_pv_amx;
+    kernels_.gemm_qk = gemm_qk_amx;
+  }
 }
 
 void CpuBackend::matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) {
@@ -147,7 +151,7 @@ void CpuBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Atte
   }
   const int threads = pool_.size();
   scratch_.resize(size_t(threads));
-  for (auto& s : scratch_) grow(s, attention_scratch_floats(kv, heads, t), DType::f32);
+  for (auto& s : scratch_) grow(s, attention_scratch_floats(kernels_, kv, p, heads, t), DType::f32);
   // A few rows (a speculative verify step) go one query row per tile, each
   // through decode's path: a verified position sees what decode would give it.
   const int64_t rows = t <= kDecodeLikeRows ? 1 : attention_tile_rows(heads, kv.kv_heads());

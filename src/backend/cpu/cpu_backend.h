@@ -65,7 +65,6 @@ class CpuBackend final : public Backend {
   // Elementwise work below this many elements runs on the calling thread: at
   // decode, waking the pool costs more than the work.
   static constexpr int64_t kInlineElements = 32768;
-  static constexpr int64_t kDecodeLikeRows = 16;
   template <typename Fn>
   void small_parallel_for(int64_t n, int64_t align, Fn&& fn) {
     if (n < kInlineElements) fn(int64_t(0), n);

@@ -43,6 +43,34 @@ void gemm_nn_avx2(const float* x, int64_t ldx, const void* w, DType w_dtype, int
 void gemm_nn_avx512(const float* x, int64_t ldx, const void* w, DType w_dtype, int64_t ldw, int64_t M, int64_t K,
                     int64_t N, float* y, int64_t ldy);
 
+// Attention's P·V in bf16: y[M, d] += p[M, n] · v[n, d], p's rows ldp apart
+// and readable to a multiple of 32 past n (the tiles' step; finite values), v's
+// rows ldv apart. panel: gemm_pv_panel_elements(n, d) bf16 of scratch for v
+// in pairs order. d a multiple of 32.
+using GemmPv = void (*)(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n, int64_t d,
+                        float* y, int64_t ldy, bf16_t* panel);
+inline int64_t gemm_pv_panel_elements(int64_t n, int64_t d) { return (n + 32) * d; }
+void gemm_pv_reference(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n, int64_t d,
+                       float* y, int64_t ldy, bf16_t* panel);
+void gemm_pv_avx512(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n, int64_t d,
+                    float* y, int64_t ldy, bf16_t* panel);
+void gemm_pv_amx(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n, int64_t d,
+                 float* y, int64_t ldy, bf16_t* panel);
+
+// Attention's scores in bf16: s[r][j] = q[r] · k[j] for rows r < rows ≤ 16
+// of q [rows, d] (ldq apart) and keys j < n (ldk apart), into s (lds apart).
+// The fast kernels take the keys in place as the broadcast (or A tile) side
+// and the 16 queries as the vector side: no packing of the keys, and the
+// result transposed once per 16 keys. d a multiple of 32, at most 512.
+using GemmQk = void (*)(const bf16_t* q, int64_t ldq, int64_t rows, int64_t d, const bf16_t* k, int64_t ldk, int64_t n,
+                        float* s, int64_t lds);
+void gemm_qk_reference(const bf16_t* q, int64_t ldq, int64_t rows, int64_t d, const bf16_t* k, int64_t ldk, int64_t n,
+                       float* s, int64_t lds);
+void gemm_qk_avx512(const bf16_t* q, int64_t ldq, int64_t rows, int64_t d, const bf16_t* k, int64_t ldk, int64_t n,
+                    float* s, int64_t lds);
+void gemm_qk_amx(const bf16_t* q, int64_t ldq, int64_t rows, int64_t d, const bf16_t* k, int64_t ldk, int64_t n,
+                 float* s, int64_t lds);
+
 enum class Isa { portable, avx2, avx512 };
 Isa detect_isa();
 // Whether the processor has AMX-BF16 tiles and the kernel lets this process
@@ -176,6 +204,11 @@ struct Kernels {
   SiluMul gelu_tanh_mul;  // same signature
   AttendDecode attend_decode;  // null: decode uses the tiles
   bool bf16_dot;  // matmul multiplies MatmulArgs::xb directly (else x must hold bf16-rounded values)
+  // Attention in bf16 compute over bf16 caches rounds the queries and the
+  // probabilities to bf16 and multiplies them with the bf16 kernels; null:
+  // attention stays in f32 on this processor.
+  GemmPv gemm_pv = nullptr;
+  GemmQk gemm_qk = nullptr;
 };
 Kernels kernels_for(Isa isa);
 
@@ -184,7 +217,16 @@ Kernels kernels_for(Isa isa);
 // must hold attention_scratch_floats(...) floats per thread. The cache is
 // read in place, block by block; coded rows are widened a block at a time.
 int64_t attention_tile_rows(int64_t heads, int64_t kv_heads);
-int64_t attention_scratch_floats(const KvView& kv, int64_t heads, int64_t rows_in_chunk);
+int64_t attention_scratch_floats(const Kernels& k, const KvView& kv, const AttentionParams& p, int64_t heads,
+                                 int64_t rows_in_chunk);
+// Steps of at most this many rows (decode, speculative verify) take one
+// query row per tile, through decode's path, and no bf16 tiles.
+constexpr int64_t kDecodeLikeRows = 16;
+// The bf16 part of a tile's scratch (bf16 elements): queries, probabilities
+// and a block of values in pairs order.
+inline int64_t attention_bf16_tile_elements(int64_t nq, int64_t d, int64_t keys, int64_t block_rows) {
+  return nq * d + nq * (keys + 32) + gemm_pv_panel_elements(block_rows, d);
+}
 void attention_tile(const Kernels& k, const float* q, int64_t heads, const KvView& kv, const AttentionParams& p,
                     int64_t g, int64_t t0, int64_t t1, float* scratch, float* out);
 // Row j of the view (head `head`, K or V) widened to f32: out [head_dim].

@@ -68,4 +68,14 @@ struct AmxTiles {
 
 void matmul_slice_amx(const MatmulArgs& a, int64_t n0, int64_t n1) { amx_matmul<AmxTiles>(a, n0, n1); }
 
+void gemm_pv_amx(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n, int64_t d,
+                 float* y, int64_t ldy, bf16_t* panel) {
+  amx_gemm_pv<AmxTiles>(p, ldp, v, ldv, M, n, d, y, ldy, panel);
+}
+
+void gemm_qk_amx(const bf16_t* q, int64_t ldq, int64_t rows, int64_t d, const bf16_t* k, int64_t ldk, int64_t n,
+                 float* s, int64_t lds) {
+  amx_gemm_qk<AmxTiles>(q, ldq, rows, d, k, ldk, n, s, lds);
+}
+
 }  // namespace fathom::cpu

@@ -99,6 +99,54 @@ void matmul_slice_avx512(const MatmulArgs& a, int64_t n0, int64_t n1) {
 }
 
 
+void gemm_pv_avx512(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n, int64_t d,
+                    float* y, int64_t ldy, bf16_t* panel) {
+  // The pair kernel over v interleaved into panels of 64 (or 32) columns.
+  const int64_t pairs = (n + 1) / 2, cols = d % 64 == 0 ? 64 : 32;
+  pack_row_pairs_avx512(v, ldv, n, d, pairs, cols, panel);
+  for (int64_t c0 = 0; c0 < d; c0 += cols) {
+    const bf16_t* wp = panel + c0 / cols * pairs * cols * 2;
+    if (cols == 64)
+      pair_rows_at<DotBf16, 4>(p, ldp, M, wp, pairs, y + c0, ldy);
+    else
+      pair_rows_at<DotBf16, 2>(p, ldp, M, wp, pairs, y + c0, ldy);
+  }
+}
+
+void gemm_qk_avx512(const bf16_t* q, int64_t ldq, int64_t rows, int64_t d, const bf16_t* k, int64_t ldk, int64_t n,
+                    float* s, int64_t lds) {
+  // Lanes are the 16 queries; each key pair is broadcast: 16 keys' sums at
+  // once (16 accumulators hide the multiply-add latency), then transposed.
+  alignas(64) bf16_t qp[512 * 16];
+  pack_query_pairs(q, ldq, rows, d, qp);
+  const int64_t pairs = d / 2;
+  auto key_pair = [&](int64_t j, int64_t p) {
+    int32_t both;
+    std::memcpy(&both, k + j * ldk + 2 * p, sizeof(both));
+    return (__m512bh)_mm512_set1_epi32(both);
+  };
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512 acc[16];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    for (int64_t p = 0; p < pairs; ++p) {
+      const __m512bh w = (__m512bh)_mm512_load_si512(qp + p * 32);
+      for (int r = 0; r < 16; ++r) acc[r] = _mm512_dpbf16_ps(acc[r], key_pair(j + r, p), w);
+    }
+    alignas(64) float block[16][16];
+    for (int r = 0; r < 16; ++r) _mm512_store_ps(block[r], acc[r]);
+    store_transposed16(block, rows, s + j, lds);
+  }
+  for (; j < n; ++j) {  // the last few keys one at a time
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t p = 0; p < pairs; ++p)
+      acc = _mm512_dpbf16_ps(acc, key_pair(j, p), (__m512bh)_mm512_load_si512(qp + p * 32));
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, acc);
+    for (int64_t r = 0; r < rows; ++r) s[r * lds + j] = lanes[r];
+  }
+}
+
 void dequant_affine_row_avx512(const uint32_t* codes, const void* scales, const void* biases, DType params, int bits,
                                int group, int64_t dim, float* out) {
   const int64_t simd = group % 16 == 0 ? simd_codes(bits, dim) : 0;

@@ -93,4 +93,24 @@ void to_bf16_reference(const float* src, int64_t n, bf16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
+void gemm_pv_reference(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n, int64_t d,
+                       float* y, int64_t ldy, bf16_t* /*panel*/) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < d; ++c) {
+      double s = 0.0;
+      for (int64_t j = 0; j < n; ++j) s += double(bf16_to_f32(p[m * ldp + j])) * double(bf16_to_f32(v[j * ldv + c]));
+      y[m * ldy + c] += float(s);
+    }
+}
+
+void gemm_qk_reference(const bf16_t* q, int64_t ldq, int64_t rows, int64_t d, const bf16_t* k, int64_t ldk, int64_t n,
+                       float* s, int64_t lds) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < d; ++i) sum += double(bf16_to_f32(q[r * ldq + i])) * double(bf16_to_f32(k[j * ldk + i]));
+      s[r * lds + j] = float(sum);
+    }
+}
+
 }  // namespace fathom::cpu

@@ -76,6 +76,7 @@ class Gemma3Model final : public DecoderModel {
     b.embedding(embed_, layout.ids, x);
     b.scale(x, embed_scale_);
     AttentionParams params;
+    params.bf16_inputs = bf16;
     params.scale = float(std::pow(*c.query_pre_attn_scalar, -0.5));
     const float eps = float(c.rms_norm_eps);
 

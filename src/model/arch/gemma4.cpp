@@ -175,6 +175,7 @@ class Gemma4Model final : public DecoderModel {
     for (int kind = 0; kind < 2; ++kind)
       if (rope_[kind]) rope[kind] = rope_[kind]->tables(b, layout);
     AttentionParams params;
+    params.bf16_inputs = bf16();
     params.scale = 1.0f;  // Gemma 4 never scales scores; its q/k norms set their size
 
     for (int64_t i = 0; i < c.num_layers; ++i) {

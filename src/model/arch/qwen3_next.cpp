@@ -133,6 +133,7 @@ class Qwen3NextModel final : public DecoderModel {
 
     b.embedding(embed_, layout.ids, x);
     AttentionParams params;
+    params.bf16_inputs = bf16;
     params.scale = float(1.0 / std::sqrt(double(c.head_dim)));
 
     for (int64_t i = 0; i < c.num_layers; ++i) {
