@@ -16,7 +16,7 @@ export LD_LIBRARY_PATH="$bin/lib:$cublas:${LD_LIBRARY_PATH:-}"
 for b in "$bin"/*; do [ -f "$b" ] && ldd "$b" 2>/dev/null | grep "not found" | sed "s|^|$(basename "$b") lacks |"; done
 # The test binary names its fixtures by the absolute path of the checkout it was built in.
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
-lscpu | grep -E 'Model name|^CPU\(s\)'
+lscpu | grep -E 'Model name|^CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|L2 cache|L3 cache'
 grep -o 'amx[a-z0-9_]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 has() { [[ " $parts " == *" $1 "* ]]; }
 if has tests; then
@@ -47,5 +47,8 @@ if has speed; then
 fi
 if has ggml && [ -x "$bin/ggml_quant_matmul" ]; then
   echo "== fathom and ggml matmuls, Qwen3-0.6B shapes (bench/ggml_quant_matmul.cpp)"
-  for t in $THREADS; do "$bin/ggml_quant_matmul" "$t" 3 "${GGML_FORMATS:-bf16}" | grep -v '^| ---\|^| threads' ; done
+  for t in $THREADS; do
+    stdbuf -oL "$bin/ggml_quant_matmul" "$t" 3 "${GGML_FORMATS:-bf16}" 2>&1 | grep -v '^| ---\|^| threads\|repack tensor'
+    echo "(exit ${PIPESTATUS[0]})"
+  done
 fi
