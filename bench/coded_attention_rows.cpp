@@ -174,7 +174,7 @@ int run(const Options& o) {
     }
   const double bf16 = ns_per_row(o, [&](int64_t h) {
     cpu::attend_decode_avx512(q.data(), o.nq, scale, runs[h].data(), int64_t(runs[h].size()), DType::bf16, o.d, o.n,
-                              scratch.data(), out.data());
+                              scratch.data(), out.data(), nullptr);
   });
   std::printf("| bf16 (attend_decode_avx512) | %lld | %.2f | | |\n", (long long)(4 * o.d), bf16);
   return 0;

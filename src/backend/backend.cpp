@@ -14,11 +14,13 @@ void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Te
 }  // namespace
 
 void Backend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) {
+  const OpScope scope(profile_, "matmul");
   check_matmul(x, w, bias, y);
   matmul_impl(x, w, bias, y, bf16_inputs);
 }
 
 void Backend::matmul_shared(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) {
+  const OpScope scope(profile_, "matmul");
   check(!targets.empty(), "matmul_shared: no targets");
   for (const auto& t : targets) {
     check(t.w && t.y, "matmul_shared: a target lacks its weight or output");
@@ -46,6 +48,7 @@ void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Te
 }  // namespace
 
 void Backend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
+  const OpScope scope(profile_, "rms_norm");
   expect_f32(x, "rms_norm", "x");
   expect_f32(w, "rms_norm", "weight");
   expect_f32(y, "rms_norm", "y");
@@ -55,6 +58,7 @@ void Backend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
 }
 
 void Backend::rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const OpScope scope(profile_, "rope");
   expect_f32(x, "rope", "x");
   expect_f32(cos, "rope", "cos");
   expect_f32(sin, "rope", "sin");
@@ -65,6 +69,7 @@ void Backend::rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
 }
 
 void Backend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  const OpScope scope(profile_, "silu_mul");
   for (const Tensor* t : {&gate, &up}) expect_f32(*t, "silu_mul", "inputs");
   expect_f32(out, "silu_mul", "out");
   check(gate.shape() == up.shape() && gate.numel() == out.numel(), "silu_mul: shapes ", gate.shape_string(), " ",
@@ -73,6 +78,7 @@ void Backend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
 }
 
 void Backend::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  const OpScope scope(profile_, "gelu_tanh_mul");
   for (const Tensor* t : {&gate, &up}) expect_f32(*t, "gelu_tanh_mul", "inputs");
   expect_f32(out, "gelu_tanh_mul", "out");
   check(gate.shape() == up.shape() && gate.numel() == out.numel(), "gelu_tanh_mul: shapes ", gate.shape_string(),
@@ -81,6 +87,7 @@ void Backend::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
 }
 
 void Backend::add_inplace(Tensor& x, const Tensor& y) {
+  const OpScope scope(profile_, "add_inplace");
   expect_f32(x, "add", "x");
   expect_f32(y, "add", "y");
   check(x.numel() == y.numel(), "add: shapes ", x.shape_string(), " and ", y.shape_string(), " disagree");
@@ -88,6 +95,7 @@ void Backend::add_inplace(Tensor& x, const Tensor& y) {
 }
 
 void Backend::embedding(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) {
+  const OpScope scope(profile_, "embedding");
   expect_f32(out, "embedding", "out");
   check(table.rank() == 2 && out.rank() == 2 && out.dim(0) == int64_t(ids.size()) && out.dim(1) == table.dim(1),
         "embedding: table ", table.shape_string(), ", ", ids.size(), " ids, out ", out.shape_string());
@@ -97,6 +105,7 @@ void Backend::embedding(const Tensor& table, const std::vector<int32_t>& ids, Te
 }
 
 void Backend::attention(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) {
+  const OpScope scope(profile_, "attention");
   expect_f32(q, "attention", "q");
   check(q.rank() == 3 && q.shape() == out.shape(), "attention: q ", q.shape_string(), " out ", out.shape_string());
   check(q.dim(2) == kv.head_dim() && q.dim(1) % kv.kv_heads() == 0, "attention: q ", q.shape_string(),

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/kv_view.h"
+#include "backend/op_profile.h"
 #include "core/tensor.h"
 
 namespace fathom {
@@ -41,6 +42,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
+  // Each op's wall time is added to `profile` while one is attached (null: off).
+  void set_op_profile(OpProfile* profile) { profile_ = profile; }
 
   // --- Memory ---
   // Fresh, uninitialized storage on the device, counted per device.
@@ -180,6 +183,9 @@ class Backend {
                                      const Tensor& beta, int64_t chunk, Tensor& state, Tensor& out, Tensor* history,
                                      int64_t history_row) = 0;
   virtual void gated_rms_norm_impl(Tensor& x, const Tensor& z, const Tensor& w, float eps) = 0;
+
+ private:
+  OpProfile* profile_ = nullptr;
 };
 
 // The CPU backend on the process-wide thread pool; picks AVX-512, AVX2 or

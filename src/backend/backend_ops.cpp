@@ -26,6 +26,7 @@ Tensor Backend::download(const Tensor& t) {
 }
 
 void Backend::copy(const Tensor& src, Tensor& dst) {
+  const OpScope scope(profile_, "copy");
   check(src.dtype() == dst.dtype() && src.numel() == dst.numel(), "copy: ", dtype_name(src.dtype()), " ",
         src.shape_string(), " into ", dtype_name(dst.dtype()), " ", dst.shape_string());
   check(src.device() == device() && dst.device() == device(), "copy: both tensors must be on ",
@@ -34,6 +35,7 @@ void Backend::copy(const Tensor& src, Tensor& dst) {
 }
 
 void Backend::fill(Tensor& x, float value) {
+  const OpScope scope(profile_, "fill");
   expect_f32(x, "fill", "x");
   fill_impl(x, value);
 }
@@ -52,27 +54,32 @@ void check_kv_rows(const KvView& kv, int64_t row, const Tensor& k, const Tensor&
 }  // namespace
 
 void Backend::kv_write(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) {
+  const OpScope scope(profile_, "kv_write");
   check_kv_rows(kv, row, k, v, "kv_write");
   kv_write_impl(kv, row, k, v);
 }
 
 void Backend::kv_read(const KvView& kv, int64_t row, Tensor& k, Tensor& v) {
+  const OpScope scope(profile_, "kv_read");
   check_kv_rows(kv, row, k, v, "kv_read");
   kv_read_impl(kv, row, k, v);
 }
 
 void Backend::scale(Tensor& x, float s) {
+  const OpScope scope(profile_, "scale");
   expect_f32(x, "scale", "x");
   scale_impl(x, s);
 }
 
 void Backend::soft_cap(Tensor& x, float cap) {
+  const OpScope scope(profile_, "soft_cap");
   expect_f32(x, "soft_cap", "x");
   check(cap > 0.0f, "soft_cap: the cap must be positive, got ", cap);
   soft_cap_impl(x, cap);
 }
 
 void Backend::mul_columns(Tensor& x, const Tensor& w) {
+  const OpScope scope(profile_, "mul_columns");
   expect_f32(x, "mul_columns", "x");
   expect_f32(w, "mul_columns", "w");
   check(x.rank() >= 1 && w.numel() == x.dim(-1), "mul_columns: w ", w.shape_string(), " for x ", x.shape_string());
@@ -80,6 +87,7 @@ void Backend::mul_columns(Tensor& x, const Tensor& w) {
 }
 
 void Backend::sigmoid_mul(Tensor& x, const Tensor& gate) {
+  const OpScope scope(profile_, "sigmoid_mul");
   expect_f32(x, "sigmoid_mul", "x");
   expect_f32(gate, "sigmoid_mul", "gate");
   const bool per_row = x.rank() >= 1 && gate.numel() == x.dim(0) && gate.numel() != x.numel();
@@ -89,6 +97,7 @@ void Backend::sigmoid_mul(Tensor& x, const Tensor& gate) {
 }
 
 void Backend::copy_columns(const Tensor& src, int64_t src_col, Tensor& dst, int64_t dst_col, int64_t width) {
+  const OpScope scope(profile_, "copy_columns");
   expect_f32(src, "copy_columns", "src");
   expect_f32(dst, "copy_columns", "dst");
   expect_rank(src, 2, "copy_columns", "src");
@@ -101,6 +110,7 @@ void Backend::copy_columns(const Tensor& src, int64_t src_col, Tensor& dst, int6
 }
 
 void Backend::gather_rows(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst) {
+  const OpScope scope(profile_, "gather_rows");
   expect_f32(src, "gather_rows", "src");
   expect_f32(dst, "gather_rows", "dst");
   expect_rank(src, 2, "gather_rows", "src");
@@ -113,6 +123,7 @@ void Backend::gather_rows(const Tensor& src, const std::vector<int32_t>& rows, T
 
 void Backend::scatter_add_rows(const Tensor& src, const std::vector<int32_t>& rows, const std::vector<float>& weights,
                                Tensor& dst) {
+  const OpScope scope(profile_, "scatter_add_rows");
   expect_f32(src, "scatter_add_rows", "src");
   expect_f32(dst, "scatter_add_rows", "dst");
   expect_rank(src, 2, "scatter_add_rows", "src");
@@ -127,6 +138,7 @@ void Backend::scatter_add_rows(const Tensor& src, const std::vector<int32_t>& ro
 
 void Backend::route_top_k(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale, Tensor& ids,
                           Tensor& weights) {
+  const OpScope scope(profile_, "route_top_k");
   expect_f32(logits, "route_top_k", "logits");
   expect_rank(logits, 2, "route_top_k", "logits");
   const int64_t t = logits.dim(0), e = logits.dim(1);
@@ -144,6 +156,7 @@ void Backend::route_top_k(const Tensor& logits, int64_t k, bool renormalize, con
 }
 
 void Backend::causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& state, Tensor& out) {
+  const OpScope scope(profile_, "causal_conv1d_silu");
   for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &weight, &state, &out}) expect_f32(*t, "causal_conv1d_silu", "every tensor");
   expect_rank(x, 2, "causal_conv1d_silu", "x");
   expect_rank(weight, 2, "causal_conv1d_silu", "weight");
@@ -157,6 +170,7 @@ void Backend::causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& 
 }
 
 void Backend::l2_norm_heads(Tensor& x, int64_t first_col, int64_t heads, int64_t head_dim, float scale, float eps) {
+  const OpScope scope(profile_, "l2_norm_heads");
   expect_f32(x, "l2_norm_heads", "x");
   expect_rank(x, 2, "l2_norm_heads", "x");
   check(first_col >= 0 && heads >= 0 && head_dim > 0 && first_col + heads * head_dim <= x.dim(1), "l2_norm_heads: ",
@@ -165,6 +179,7 @@ void Backend::l2_norm_heads(Tensor& x, int64_t first_col, int64_t heads, int64_t
 }
 
 void Backend::delta_rule_gates(Tensor& b, Tensor& a, const Tensor& neg_a, const Tensor& dt_bias) {
+  const OpScope scope(profile_, "delta_rule_gates");
   for (const Tensor* t : std::initializer_list<const Tensor*>{&b, &a, &neg_a, &dt_bias}) expect_f32(*t, "delta_rule_gates", "every tensor");
   expect_rank(b, 2, "delta_rule_gates", "b");
   check(a.shape() == b.shape() && neg_a.numel() == b.dim(1) && dt_bias.numel() == b.dim(1), "delta_rule_gates: b ",
@@ -175,6 +190,7 @@ void Backend::delta_rule_gates(Tensor& b, Tensor& a, const Tensor& neg_a, const 
 
 void Backend::gated_delta_rule(const DeltaRuleShape& shape, const Tensor& qkv, const Tensor& g, const Tensor& beta,
                                int64_t chunk, Tensor& state, Tensor& out, Tensor* history, int64_t history_row) {
+  const OpScope scope(profile_, "gated_delta_rule");
   for (const Tensor* t : std::initializer_list<const Tensor*>{&qkv, &g, &beta, &state, &out}) expect_f32(*t, "gated_delta_rule", "every tensor");
   const DeltaRuleShape& d = shape;
   check(d.key_heads > 0 && d.value_heads % d.key_heads == 0 && d.key_head_dim > 0 && d.value_head_dim > 0,
@@ -199,6 +215,7 @@ void Backend::gated_delta_rule(const DeltaRuleShape& shape, const Tensor& qkv, c
 }
 
 void Backend::gated_rms_norm(Tensor& x, const Tensor& z, const Tensor& w, float eps) {
+  const OpScope scope(profile_, "gated_rms_norm");
   for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &z, &w}) expect_f32(*t, "gated_rms_norm", "every tensor");
   check(x.rank() == 2 && z.shape() == x.shape() && w.numel() == x.dim(1), "gated_rms_norm: x ", x.shape_string(),
         ", z ", z.shape_string(), ", w ", w.shape_string(), " disagree");

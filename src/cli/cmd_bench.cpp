@@ -57,6 +57,7 @@ Command add_bench_command(CLI::App& app) {
     int64_t batch = 1;
     std::string prompt_file;
     bool synthetic_context = false;
+    bool profile_ops = false;
     SpeculationOptions speculation;
   };
   auto o = std::make_shared<Options>();
@@ -73,6 +74,9 @@ Command add_bench_command(CLI::App& app) {
   app.add_flag("--synthetic-context", o->synthetic_context,
                "write --prompt-tokens random key/value rows into the cache instead of prefilling (decode at depth; "
                "prefill_tok_s is then 0)");
+  app.add_flag("--profile-ops", o->profile_ops,
+               "report the decode steps' time per backend op (ms per token, every run together) and the time "
+               "outside the ops");
   o->speculation.add_to(app);
   return [o] {
     if (o->model.maybe_describe_kv()) return 0;
@@ -102,6 +106,8 @@ Command add_bench_command(CLI::App& app) {
 
     using clock = std::chrono::steady_clock;
     std::vector<double> prefill_tps, decode_tps;
+    OpProfile decode_ops;
+    double decode_seconds = 0.0;
     int64_t kv_bytes = 0;
     const size_t batch = size_t(o->batch);
     for (int r = 0; r < o->repeat; ++r) {
@@ -121,6 +127,7 @@ Command add_bench_command(CLI::App& app) {
         const Tensor logits = prefill(*model, *states.back(), ids, *policy, false);
         next[b] = argmax({logits.data<float>(), size_t(config.vocab_size)});
       }
+      if (o->profile_ops) model->backend().set_op_profile(&decode_ops);
       const auto t1 = clock::now();
       std::vector<SequenceStep> step(batch);
       for (int64_t i = 0; i < o->gen_tokens; ++i) {
@@ -130,6 +137,8 @@ Command add_bench_command(CLI::App& app) {
           next[b] = argmax({logits.data<float>() + int64_t(b) * config.vocab_size, size_t(config.vocab_size)});
       }
       const auto t2 = clock::now();
+      model->backend().set_op_profile(nullptr);
+      decode_seconds += std::chrono::duration<double>(t2 - t1).count();
       kv_bytes = 0;
       for (const auto& state : states) kv_bytes += state->bytes();
       prefill_tps.push_back(o->synthetic_context ? 0.0
@@ -189,6 +198,15 @@ Command add_bench_command(CLI::App& app) {
         {"peak_rss_bytes", peak_resident_bytes()},
     };
     if (!spec_out.is_null()) out["spec"] = spec_out;
+    if (o->profile_ops) {
+      // Per decoded token: each op's time, and what the step spent outside them.
+      const double tokens = double(o->gen_tokens) * o->repeat;
+      nlohmann::json ops = nlohmann::json::object();
+      for (const auto& [name, e] : decode_ops.ops)
+        ops[name] = {{"ms_per_token", e.seconds * 1e3 / tokens}, {"calls_per_token", double(e.calls) / tokens}};
+      out["decode_ops"] = ops;
+      out["decode_outside_ops_ms_per_token"] = (decode_seconds - decode_ops.total_seconds()) * 1e3 / tokens;
+    }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   };

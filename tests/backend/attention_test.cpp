@@ -3,6 +3,8 @@
 // (chunked prefill) and sliding windows.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
 #include "backend/turbo_codec.h"
@@ -232,6 +234,8 @@ TEST(Attention, DecodeShapesMatchReference) {
       {1, 16, 8, 128, 64, 0, 64},
       {1, 24, 2, 256, 33, 0, {}},
       {1, 10, 2, 80, 50, 0, {}},  // head_dim the fast kernel leaves to the tiles
+      {1, 8, 2, 64, 4500, 0, {}},  // the most key segments (kDecodeMaxSegments)
+      {1, 8, 4, 128, 1500, 0, 1000},  // segments of a window
   };
   for (const Case& c : cases)
     for (DType kv_dtype : {DType::f32, DType::bf16})
@@ -252,6 +256,33 @@ TEST(Attention, DecodeShapesMatchReference) {
           << "heads=" << c.heads << " kv_heads=" << c.kv_heads << " d=" << c.head_dim << " kv=" << dtype_name(kv_dtype)
           << " block " << block_rows;
     }
+}
+
+// The rows of a verify step are each computed as a decode step at that
+// position would compute them, bit for bit, on any number of threads (the
+// key segments depend only on the row's own span).
+TEST(Attention, VerifyRowsEqualDecodeStepsBitForBit) {
+  uint64_t seed;
+  auto rng = fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto backend = make_cpu_backend();
+  const int64_t t = 6, heads = 16, kv_heads = 8, d = 128, length = 1300;
+  RandomBlocks cache(kv_heads, d, DType::bf16, 32, length, 0, rng);
+  Tensor q = random_tensor({t, heads, d}, DType::f32, rng);
+  AttentionParams p;
+  p.scale = 0.1f;
+  p.first_position = length - t;
+  p.bf16_inputs = true;
+  Tensor together = Tensor::empty(q.shape(), DType::f32);
+  backend->attention(q, cache.view, p, together);
+  for (int64_t r = 0; r < t; ++r) {
+    Tensor row = q.slice_rows(r, r + 1), alone = Tensor::empty(row.shape(), DType::f32);
+    AttentionParams at = p;
+    at.first_position = p.first_position + r;
+    backend->attention(row, cache.view, at, alone);
+    EXPECT_EQ(0, std::memcmp(alone.data<float>(), together.data<float>() + r * heads * d, size_t(heads * d) * 4))
+        << "row " << r;
+  }
 }
 
 TEST(Attention, FastDecodeKernelMatchesReference) {
@@ -277,18 +308,20 @@ TEST(Attention, FastDecodeKernelMatchesReference) {
             j += len;
           }
           std::vector<float> scratch(size_t(nq * d + std::min<int64_t>(nq, 8) * n));
-          std::vector<float> fast(size_t(nq * d)), ref(fast.size());
+          std::vector<float> fast(size_t(nq * d)), ref(fast.size()), fast_lse(fast.size()), ref_lse(fast.size());
           const float scale = 1.0f / std::sqrt(float(d));
           ASSERT_TRUE(kern.attend_decode(q.data<float>(), nq, scale, runs.data(), int64_t(runs.size()), dtype, d, n,
-                                         scratch.data(), fast.data()));
+                                         scratch.data(), fast.data(), fast_lse.data()));
           cpu::attend_decode_reference(q.data<float>(), nq, scale, runs.data(), int64_t(runs.size()), dtype, d, n,
-                                       nullptr, ref.data());
+                                       nullptr, ref.data(), ref_lse.data());
           EXPECT_LT(relative_error(fast.data(), ref.data(), nq * d), 1e-5)
               << "nq=" << nq << " d=" << d << " n=" << n << " " << dtype_name(dtype) << " in " << runs.size() << " runs";
+          for (int64_t i = 0; i < nq; ++i)
+            EXPECT_NEAR(fast_lse[size_t(i)], ref_lse[size_t(i)], 1e-5 * (1 + std::abs(ref_lse[size_t(i)]))) << "lse " << i;
         }
   std::vector<float> q(80), kv(80), scratch(160), out(80);
   const cpu::KvRun run{kv.data(), kv.data(), 1};
-  EXPECT_FALSE(kern.attend_decode(q.data(), 1, 1.0f, &run, 1, DType::f32, 80, 1, scratch.data(), out.data()));
+  EXPECT_FALSE(kern.attend_decode(q.data(), 1, 1.0f, &run, 1, DType::f32, 80, 1, scratch.data(), out.data(), nullptr));
 }
 
 TEST(Attention, CodedBlocksMatchReference) {

@@ -157,7 +157,7 @@ bool attend_decode_tile(const Kernels& kern, const float* q, int64_t heads, cons
   const int64_t group = heads / kv.kv_heads(), d = kv.head_dim();
   const int64_t at = (t * heads + g * group) * d;
   return kern.attend_decode(q + at, group, p.scale, runs.data(), int64_t(runs.size()), kv.format.dtype, d,
-                            r.hi - r.lo + 1, scratch, out + at);
+                            r.hi - r.lo + 1, scratch, out + at, nullptr);
 }
 
 }  // namespace
@@ -180,6 +180,53 @@ void read_kv_row(const KvView& kv, bool values, int64_t head, int64_t j, float* 
   float table[16];
   for (int c = 0; c < (1 << rows.bits); ++c) table[c] = rows.row_scales[0] * rows.table[c];
   dequant_table_row_reference(rows.codes, rows.bits, table, d, out);
+}
+
+bool decode_segments_apply(const Kernels& k, const KvView& kv) {
+  return k.attend_decode && kv.format.codec == KvFormat::Codec::plain && kv.head_dim() % 32 == 0 &&
+         (kv.format.dtype == DType::bf16 || kv.format.dtype == DType::f32);
+}
+
+int64_t visible_span(const KvView& kv, const AttentionParams& p, int64_t t) {
+  const KeyRange r = visible_keys(kv, p, t);
+  return r.hi - r.lo + 1;
+}
+
+int64_t decode_segments(int64_t span) {
+  return std::clamp<int64_t>(span / kDecodeSegmentKeys, 1, kDecodeMaxSegments);
+}
+
+void attention_decode_segment(const Kernels& k, const float* q, int64_t heads, const KvView& kv,
+                              const AttentionParams& p, int64_t g, int64_t t, int64_t s, float* scratch, float* out,
+                              float* lse) {
+  const KeyRange r = visible_keys(kv, p, t);
+  const int64_t span = r.hi - r.lo + 1, segments = decode_segments(span);
+  const int64_t lo = r.lo + span * s / segments, hi = r.lo + span * (s + 1) / segments - 1;
+  thread_local std::vector<KvRun> runs;
+  runs.clear();
+  for_each_run(kv, lo, hi, [&](int64_t, int64_t n, const std::byte* block, int64_t row) {
+    runs.push_back({plain_rows(kv, block, false, g, row), plain_rows(kv, block, true, g, row), n});
+  });
+  const int64_t group = heads / kv.kv_heads(), d = kv.head_dim();
+  k.attend_decode(q + (t * heads + g * group) * d, group, p.scale, runs.data(), int64_t(runs.size()), kv.format.dtype,
+                  d, hi - lo + 1, scratch, out, lse);
+}
+
+void combine_decode_segments(const float* parts, const float* lses, int64_t segments, int64_t nq, int64_t d,
+                             float* out) {
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    float top = -INFINITY;
+    for (int64_t s = 0; s < segments; ++s) top = std::max(top, lses[s * nq + qi]);
+    float total = 0.0f;
+    for (int64_t s = 0; s < segments; ++s) total += std::exp(lses[s * nq + qi] - top);
+    float* o = out + qi * d;
+    std::fill(o, o + d, 0.0f);
+    for (int64_t s = 0; s < segments; ++s) {
+      const float w = std::exp(lses[s * nq + qi] - top) / total;
+      const float* part = parts + (s * nq + qi) * d;
+      for (int64_t i = 0; i < d; ++i) o[i] += w * part[i];
+    }
+  }
 }
 
 int64_t attention_tile_rows(int64_t heads, int64_t kv_heads) {
@@ -205,7 +252,7 @@ void attention_tile(const Kernels& k, const float* q, int64_t heads, const KvVie
 }
 
 bool attend_decode_reference(const float* q, int64_t nq, float scale, const KvRun* runs, int64_t count, DType dtype,
-                             int64_t d, int64_t n, float* /*scratch*/, float* out) {
+                             int64_t d, int64_t n, float* /*scratch*/, float* out, float* lse) {
   // The runs as one f32 head of n rows, then the plain reference.
   std::vector<double> k(static_cast<size_t>(n * d)), v(k.size());
   int64_t at = 0;
@@ -226,6 +273,7 @@ bool attend_decode_reference(const float* q, int64_t nq, float scale, const KvRu
       max_score = std::max(max_score, w[size_t(j)]);
     }
     for (auto& x : w) sum += (x = std::exp(x - max_score));
+    if (lse) lse[qi] = float(max_score + std::log(sum));
     for (int64_t i = 0; i < d; ++i) {
       double acc = 0.0;
       for (int64_t j = 0; j < n; ++j) acc += w[size_t(j)] * v[size_t(j * d + i)];

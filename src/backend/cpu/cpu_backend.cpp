@@ -155,6 +155,7 @@ void CpuBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Atte
   // A few rows (a speculative verify step) go one query row per tile, each
   // through decode's path: a verified position sees what decode would give it.
   const int64_t rows = t <= kDecodeLikeRows ? 1 : attention_tile_rows(heads, kv.kv_heads());
+  if (rows == 1 && decode_segments_apply(kernels_, kv)) return attend_decode_segments(q, kv, p, out, heads);
   const int64_t row_blocks = (t + rows - 1) / rows;
   const int64_t tiles = row_blocks * kv.kv_heads();
   // Tiles are dealt round-robin: causal rows get costlier down the chunk,
@@ -168,6 +169,36 @@ void CpuBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Atte
   });
   if (rot)
     for (int64_t r = 0; r < out.numel() / d; ++r) rot->apply_inverse(out.data<float>() + r * d);
+}
+
+void CpuBackend::attend_decode_segments(const float* q, const KvView& kv, const AttentionParams& p, Tensor& out,
+                                        int64_t heads) {
+  const int64_t t = out.dim(0), kv_heads = kv.kv_heads(), group = heads / kv_heads, d = kv.head_dim();
+  // Item i is segment s of row r, kv group g; row r's items start at first[r], g-major.
+  std::vector<int64_t> segments(static_cast<size_t>(t)), first(static_cast<size_t>(t) + 1, 0);
+  for (int64_t r = 0; r < t; ++r) {
+    segments[size_t(r)] = decode_segments(visible_span(kv, p, r));
+    first[size_t(r) + 1] = first[size_t(r)] + kv_heads * segments[size_t(r)];
+  }
+  const int64_t items = first[size_t(t)];
+  float* parts = grow(decode_parts_, items * group * d, DType::f32).data<float>();
+  float* lses = grow(decode_lses_, items * group, DType::f32).data<float>();
+  pool_.run([&](int thread, int count) {
+    int64_t r = 0;
+    for (int64_t i = thread; i < items; i += count) {
+      while (first[size_t(r) + 1] <= i) ++r;
+      const int64_t within = i - first[size_t(r)], g = within / segments[size_t(r)], s = within % segments[size_t(r)];
+      attention_decode_segment(kernels_, q, heads, kv, p, g, r, s, scratch_[thread].data<float>(),
+                               parts + i * group * d, lses + i * group);
+    }
+  });
+  pool_.run([&](int thread, int count) {
+    for (int64_t i = thread; i < t * kv_heads; i += count) {
+      const int64_t r = i / kv_heads, g = i % kv_heads, at = first[size_t(r)] + g * segments[size_t(r)];
+      combine_decode_segments(parts + at * group * d, lses + at * group, segments[size_t(r)], group, d,
+                              out.data<float>() + (r * heads + g * group) * d);
+    }
+  });
 }
 
 }  // namespace cpu

@@ -87,6 +87,10 @@ class CpuBackend final : public Backend {
   // x is prepared once for all of them, then each runs on its own.
   void quant_matmul(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs);
   void quant_matmul_one(QuantMatmulArgs& a, const bf16_t* xb, bool bf16_inputs);
+  // Decode-like rows over plain caches: each row's keys in segments spread
+  // over the pool, then combined (kernels.h, kDecodeSegmentKeys).
+  void attend_decode_segments(const float* q, const KvView& kv, const AttentionParams& p, Tensor& out,
+                              int64_t heads);
   // The rotation of a codebook view (built once per seed and head_dim).
   const HadamardRotation& rotation(const KvView& kv);
 
@@ -97,6 +101,7 @@ class CpuBackend final : public Backend {
   Tensor rounded_;
   Tensor rounded_bf16_;
   Tensor rotated_;  // codebook attention: the queries rotated into the cache's space
+  Tensor decode_parts_, decode_lses_;  // decode segments' outputs and log-sum-exps
   std::vector<Tensor> scratch_;
   // Quantized matmuls: x as multiplied, reordered for the GEMV, summed per
   // group, in bf16; and each thread's widened weight rows or packed codes.

@@ -186,13 +186,15 @@ struct KvRun {
 // Decode attention for one query row and one kv group: out[qi] = softmax(scale ·
 // q[qi] · kᵀ) · v over the rows of `count` runs (n rows in all, f32 or bf16),
 // queries q [nq, d], out [nq, d]. scratch holds nq · d + min(nq, 8) · n floats.
+// With lse (else null), lse[qi] = log Σ_j exp(scale · q[qi] · k_j): a segment
+// of a longer row, to be combined with the others (combine_decode_segments).
 // The fast version returns false for shapes it does not take (then use the tiles).
 using AttendDecode = bool (*)(const float* q, int64_t nq, float scale, const KvRun* runs, int64_t count, DType dtype,
-                              int64_t d, int64_t n, float* scratch, float* out);
+                              int64_t d, int64_t n, float* scratch, float* out, float* lse);
 bool attend_decode_reference(const float* q, int64_t nq, float scale, const KvRun* runs, int64_t count, DType dtype,
-                             int64_t d, int64_t n, float* scratch, float* out);
+                             int64_t d, int64_t n, float* scratch, float* out, float* lse);
 bool attend_decode_avx512(const float* q, int64_t nq, float scale, const KvRun* runs, int64_t count, DType dtype,
-                          int64_t d, int64_t n, float* scratch, float* out);
+                          int64_t d, int64_t n, float* scratch, float* out, float* lse);
 
 // The kernels of one instruction set.
 struct Kernels {
@@ -217,6 +219,28 @@ Kernels kernels_for(Isa isa);
 // must hold attention_scratch_floats(...) floats per thread. The cache is
 // read in place, block by block; coded rows are widened a block at a time.
 int64_t attention_tile_rows(int64_t heads, int64_t kv_heads);
+// Decode-like rows over plain caches are split by their visible keys into
+// segments (whole kDecodeSegmentKeys, at most kDecodeMaxSegments), computed
+// apart and combined, so that a few kv heads still spread over every thread.
+// The split depends only on the row's span: a verified position is computed
+// exactly as decode computes it, on any number of threads.
+constexpr int64_t kDecodeSegmentKeys = 256;
+constexpr int64_t kDecodeMaxSegments = 16;
+// Whether decode-like rows of this view take the segments (the fast decode
+// kernel takes its shapes), and how many a row of `span` visible keys has.
+bool decode_segments_apply(const Kernels& k, const KvView& kv);
+int64_t decode_segments(int64_t span);
+// The keys query row t sees (its position, the window).
+int64_t visible_span(const KvView& kv, const AttentionParams& p, int64_t t);
+// Segment s of row t, kv group g: out [group, d] normalized over the segment,
+// lse [group]. scratch as attend_decode's.
+void attention_decode_segment(const Kernels& k, const float* q, int64_t heads, const KvView& kv,
+                              const AttentionParams& p, int64_t g, int64_t t, int64_t s, float* scratch, float* out,
+                              float* lse);
+// out[qi] = Σ_s exp(lse_s − lse) · parts_s[qi], parts [segments, nq, d] and
+// lses [segments, nq], lse the total; nq rows of d.
+void combine_decode_segments(const float* parts, const float* lses, int64_t segments, int64_t nq, int64_t d,
+                             float* out);
 int64_t attention_scratch_floats(const Kernels& k, const KvView& kv, const AttentionParams& p, int64_t heads,
                                  int64_t rows_in_chunk);
 // Steps of at most this many rows (decode, speculative verify) take one
