@@ -271,9 +271,9 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   if (in_.dtype == ComputeDType::bf16 && plain_rows && t > cpu::kDecodeLikeRows)
     tile += (cpu::attention_bf16_tile_elements(nq, max_hd, keys, block_rows) + 1) / 2;
   scratch += in_.threads * tile * 4;
-  // Decode-like steps over plain rows: each row's key segments' outputs and
-  // log-sum-exps (CpuBackend::attend_decode_segments).
-  if (plain_rows && t <= cpu::kDecodeLikeRows)
+  // Decode-like steps over plain rows split into key segments: each
+  // segment's output and log-sum-exps (CpuBackend::attend_decode_segments).
+  if (plain_rows && t <= cpu::kDecodeLikeRows && cpu::decode_segments(keys) > 1)
     scratch += t * c.num_heads * cpu::decode_segments(keys) * (max_hd + 1) * 4;
   if (c.linear_attention) {
     // Each thread's chunked delta-rule workspace (chunks of 64 tokens), freed after the call.

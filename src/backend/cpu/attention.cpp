@@ -145,19 +145,28 @@ void attend_group_tile(const Kernels& kern, const float* q, int64_t heads, const
   for (int64_t qi = 0; qi < nq; ++qi) std::copy(result + qi * d, result + (qi + 1) * d, out + query_row(qi));
 }
 
-// Decode over plain blocks: the runs of the visible rows, straight from the cache.
-bool attend_decode_tile(const Kernels& kern, const float* q, int64_t heads, const KvView& kv,
-                        const AttentionParams& p, int64_t g, int64_t t, float* scratch, float* out) {
+// Decode over plain blocks: query row t of kv group g against view rows
+// [lo, hi], in their runs, straight from the cache; out [group, d], lse as
+// attend_decode's.
+bool attend_decode_keys(const Kernels& kern, const float* q, int64_t heads, const KvView& kv,
+                        const AttentionParams& p, int64_t g, int64_t t, int64_t lo, int64_t hi, float* scratch,
+                        float* out, float* lse) {
   thread_local std::vector<KvRun> runs;
   runs.clear();
-  const KeyRange r = visible_keys(kv, p, t);
-  for_each_run(kv, r.lo, r.hi, [&](int64_t, int64_t n, const std::byte* block, int64_t row) {
+  for_each_run(kv, lo, hi, [&](int64_t, int64_t n, const std::byte* block, int64_t row) {
     runs.push_back({plain_rows(kv, block, false, g, row), plain_rows(kv, block, true, g, row), n});
   });
   const int64_t group = heads / kv.kv_heads(), d = kv.head_dim();
-  const int64_t at = (t * heads + g * group) * d;
-  return kern.attend_decode(q + at, group, p.scale, runs.data(), int64_t(runs.size()), kv.format.dtype, d,
-                            r.hi - r.lo + 1, scratch, out + at, nullptr);
+  return kern.attend_decode(q + (t * heads + g * group) * d, group, p.scale, runs.data(), int64_t(runs.size()),
+                            kv.format.dtype, d, hi - lo + 1, scratch, out, lse);
+}
+
+// A lone query row of a prefill tile: all its visible rows at once.
+bool attend_decode_tile(const Kernels& kern, const float* q, int64_t heads, const KvView& kv,
+                        const AttentionParams& p, int64_t g, int64_t t, float* scratch, float* out) {
+  const KeyRange r = visible_keys(kv, p, t);
+  const int64_t at = (t * heads + g * (heads / kv.kv_heads())) * kv.head_dim();
+  return attend_decode_keys(kern, q, heads, kv, p, g, t, r.lo, r.hi, scratch, out + at, nullptr);
 }
 
 }  // namespace
@@ -202,14 +211,7 @@ void attention_decode_segment(const Kernels& k, const float* q, int64_t heads, c
   const KeyRange r = visible_keys(kv, p, t);
   const int64_t span = r.hi - r.lo + 1, segments = decode_segments(span);
   const int64_t lo = r.lo + span * s / segments, hi = r.lo + span * (s + 1) / segments - 1;
-  thread_local std::vector<KvRun> runs;
-  runs.clear();
-  for_each_run(kv, lo, hi, [&](int64_t, int64_t n, const std::byte* block, int64_t row) {
-    runs.push_back({plain_rows(kv, block, false, g, row), plain_rows(kv, block, true, g, row), n});
-  });
-  const int64_t group = heads / kv.kv_heads(), d = kv.head_dim();
-  k.attend_decode(q + (t * heads + g * group) * d, group, p.scale, runs.data(), int64_t(runs.size()), kv.format.dtype,
-                  d, hi - lo + 1, scratch, out, lse);
+  attend_decode_keys(k, q, heads, kv, p, g, t, lo, hi, scratch, out, lse);
 }
 
 void combine_decode_segments(const float* parts, const float* lses, int64_t segments, int64_t nq, int64_t d,

@@ -181,22 +181,28 @@ void CpuBackend::attend_decode_segments(const float* q, const KvView& kv, const 
     first[size_t(r) + 1] = first[size_t(r)] + kv_heads * segments[size_t(r)];
   }
   const int64_t items = first[size_t(t)];
-  float* parts = grow(decode_parts_, items * group * d, DType::f32).data<float>();
-  float* lses = grow(decode_lses_, items * group, DType::f32).data<float>();
+  // A row of one segment (short contexts) writes its output in place; the
+  // others go through parts and log-sum-exps, combined in a second pass.
+  const bool split = items > t * kv_heads;
+  float* parts = split ? grow(decode_parts_, items * group * d, DType::f32).data<float>() : nullptr;
+  float* lses = split ? grow(decode_lses_, items * group, DType::f32).data<float>() : nullptr;
+  auto out_of = [&](int64_t r, int64_t g) { return out.data<float>() + (r * heads + g * group) * d; };
   pool_.run([&](int thread, int count) {
     int64_t r = 0;
     for (int64_t i = thread; i < items; i += count) {
       while (first[size_t(r) + 1] <= i) ++r;
       const int64_t within = i - first[size_t(r)], g = within / segments[size_t(r)], s = within % segments[size_t(r)];
+      const bool alone = segments[size_t(r)] == 1;
       attention_decode_segment(kernels_, q, heads, kv, p, g, r, s, scratch_[thread].data<float>(),
-                               parts + i * group * d, lses + i * group);
+                               alone ? out_of(r, g) : parts + i * group * d, alone ? nullptr : lses + i * group);
     }
   });
+  if (!split) return;
   pool_.run([&](int thread, int count) {
     for (int64_t i = thread; i < t * kv_heads; i += count) {
       const int64_t r = i / kv_heads, g = i % kv_heads, at = first[size_t(r)] + g * segments[size_t(r)];
-      combine_decode_segments(parts + at * group * d, lses + at * group, segments[size_t(r)], group, d,
-                              out.data<float>() + (r * heads + g * group) * d);
+      if (segments[size_t(r)] > 1)
+        combine_decode_segments(parts + at * group * d, lses + at * group, segments[size_t(r)], group, d, out_of(r, g));
     }
   });
 }
