@@ -220,8 +220,8 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   int64_t scratch = 0;                 // the backend's, kept between steps
   // The matmuls' inputs rounded to bf16, and widened back for kernels without
   // a bf16 dot product (billed whether or not this CPU has one).
-  // With quantized weights the two kinds of matmul keep their own inputs:
-  // split the depth by the matrices' own widths (from the headers).
+  // With quantized weights the depths are the matrices' own widths (from the
+  // headers): plain ones and, in their own GEMV scratch, quantized ones.
   int64_t quantized_depth = 0, plain_depth = widest_input;
   // Whether decode steps take the packed GEMV (else they widen panels too:
   // cpu_quant_matmul.cpp).
@@ -241,13 +241,15 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
     plain_depth = std::min(plain_depth, widest_input);
     quantized_depth = std::min(quantized_depth, widest_input);
   }
-  scratch += t * plain_depth * (2 + 4);
+  // One pair of rounded inputs serves both kinds (CpuBackend::round_inputs);
+  // f32 compute rounds nothing, but the contract bills the plain pair anyway.
+  const int64_t rounded_depth = in_.dtype == ComputeDType::bf16 ? std::max(plain_depth, quantized_depth) : plain_depth;
+  scratch += t * rounded_depth * (2 + 4);
   if (c.quantization) {
-    // Matmuls over quantized weights: x as multiplied (f32 and bf16),
-    // reordered for the packed GEMV (decode and verify rows only) and summed
-    // per group; and each thread's scratch (cpu_quant_matmul.cpp).
+    // Matmuls over quantized weights: x reordered for the packed GEMV (decode
+    // and verify rows only) and summed per group; and each thread's scratch
+    // (cpu_quant_matmul.cpp).
     const int64_t k = quantized_depth, gemv_rows = 16;
-    if (in_.dtype == ComputeDType::bf16) scratch += t * k * (4 + 2);   // x rounded, and in bf16
     scratch += std::min(t, gemv_rows) * k * 4 + t * (k / 32) * 4;    // the GEMV's planes; group sums
     if (t > gemv_rows || !all_gemv) {
       int64_t per_thread = 0;

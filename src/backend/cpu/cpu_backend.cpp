@@ -37,22 +37,14 @@ void CpuBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarge
   base.M = x.dim(0);
   base.K = x.dim(1);
   base.x = x.data<float>();
-  float* rounded = nullptr;  // x rounded to bf16 values, as f32
+  const float* rounded = nullptr;  // x rounded to bf16 values, as f32
   if (bf16_inputs) {
-    // Round x to bf16 once. Kernels without a bf16 dot product multiply
-    // the rounded values widened back to f32, which gives the same products;
-    // so do f32 weights on every kernel (the bf16 dot product needs bf16 weights).
-    const int64_t n = base.M * base.K;
-    bf16_t* rounded_bf16 = grow(rounded_bf16_, n, DType::bf16).data<bf16_t>();
-    bool widened = !kernels_.bf16_dot;
-    for (const auto& t : targets) widened = widened || t.w->dtype() != DType::bf16;
-    if (widened) rounded = grow(rounded_, n, DType::f32).data<float>();
-    small_parallel_for(n, 64, [&](int64_t i0, int64_t i1) {
-      kernels_.to_bf16(base.x + i0, i1 - i0, rounded_bf16 + i0);
-      if (rounded)
-        for (int64_t i = i0; i < i1; ++i) rounded[i] = bf16_to_f32(rounded_bf16[i]);
-    });
-    base.xb = rounded_bf16;
+    // Kernels without a bf16 dot product multiply the rounded values widened
+    // back to f32, which gives the same products; so do f32 weights on every
+    // kernel (the bf16 dot product needs bf16 weights).
+    bool widen = !kernels_.bf16_dot;
+    for (const auto& t : targets) widen = widen || t.w->dtype() != DType::bf16;
+    base.xb = round_inputs(x, widen ? &rounded : nullptr);
     if (!kernels_.bf16_dot) base.x = rounded;
   }
   // The outputs side by side: one split of their total N across threads.
@@ -78,6 +70,20 @@ void CpuBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarge
       if (lo < hi) slice(args[i], lo - first_column[i], hi - first_column[i]);
     }
   });
+}
+
+const bf16_t* CpuBackend::round_inputs(const Tensor& x, const float** widened) {
+  const int64_t n = x.numel();
+  const float* src = x.data<float>();
+  bf16_t* xb = grow(rounded_bf16_, n, DType::bf16).data<bf16_t>();
+  float* wide = widened ? grow(rounded_, n, DType::f32).data<float>() : nullptr;
+  small_parallel_for(n, 64, [&](int64_t i0, int64_t i1) {
+    kernels_.to_bf16(src + i0, i1 - i0, xb + i0);
+    if (wide)
+      for (int64_t i = i0; i < i1; ++i) wide[i] = bf16_to_f32(xb[i]);
+  });
+  if (widened) *widened = wide;
+  return xb;
 }
 
 void CpuBackend::rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Tensor& y) {

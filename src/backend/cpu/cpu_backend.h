@@ -83,6 +83,9 @@ class CpuBackend final : public Backend {
     }
     return t;
   }
+  // x rounded to bf16 once for a step's matmuls (kept between steps); with
+  // `widened`, also the rounded values as f32 for the kernels that multiply f32.
+  const bf16_t* round_inputs(const Tensor& x, const float** widened);
   // Matmuls of one x whose weights are affine-quantized (cpu_quant_matmul.cpp):
   // x is prepared once for all of them, then each runs on its own.
   void quant_matmul(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs);
@@ -103,9 +106,9 @@ class CpuBackend final : public Backend {
   Tensor rotated_;  // codebook attention: the queries rotated into the cache's space
   Tensor decode_parts_, decode_lses_;  // decode segments' outputs and log-sum-exps
   std::vector<Tensor> scratch_;
-  // Quantized matmuls: x as multiplied, reordered for the GEMV, summed per
-  // group, in bf16; and each thread's widened weight rows or packed codes.
-  Tensor quant_x_, quant_planes_, quant_sums_, quant_xb_;
+  // Quantized matmuls: x reordered for the GEMV and summed per group; and
+  // each thread's widened weight rows or packed codes.
+  Tensor quant_planes_, quant_sums_;
   std::vector<Tensor> quant_panels_;
   std::map<std::pair<uint64_t, int64_t>, std::unique_ptr<HadamardRotation>> rotations_;
 };

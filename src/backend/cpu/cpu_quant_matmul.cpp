@@ -33,16 +33,7 @@ void CpuBackend::quant_matmul(const Tensor& x, std::span<const MatmulTarget> tar
   // x as every target multiplies it, made once for all of them (q/k/v and
   // gate/up share one x): rounded to bf16 values, and in bf16.
   const float* x_values = x.data<float>();
-  bf16_t* xb = nullptr;
-  if (bf16_inputs) {
-    xb = grow(quant_xb_, M * K, DType::bf16).data<bf16_t>();
-    float* rounded = grow(quant_x_, M * K, DType::f32).data<float>();
-    small_parallel_for(M * K, 64, [&](int64_t i0, int64_t i1) {
-      kernels_.to_bf16(x_values + i0, i1 - i0, xb + i0);
-      for (int64_t i = i0; i < i1; ++i) rounded[i] = bf16_to_f32(xb[i]);
-    });
-    x_values = rounded;
-  }
+  const bf16_t* xb = bf16_inputs ? round_inputs(x, &x_values) : nullptr;
   // The group sums and the GEMV's reordered x depend on the group size and
   // the code width: made again only when a target's differ from the last.
   int sums_group = 0, planes_bits = 0;
