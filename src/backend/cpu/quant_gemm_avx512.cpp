@@ -14,6 +14,7 @@
 
 #include "backend/cpu/codes_avx512.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/pack_pairs_avx512.h"
 
 namespace fathom::cpu {
 namespace {
@@ -79,7 +80,7 @@ int64_t quant_gemm_scratch_bytes(int64_t K, int group) {
 void quant_gemm_avx512(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch) {
   const int64_t G = a.group, groups = a.K / G, words = a.K * a.bits / 32, cols = n1 - n0, rv = cols / 16;
   const size_t param_bytes = dtype_size(a.params);
-  bf16_t* row_values = static_cast<bf16_t*>(scratch);     // one row's codes of one group
+  bf16_t* row_values = static_cast<bf16_t*>(scratch);     // every column's codes of one group
   bf16_t* wp = row_values + kQuantGemmCols * G;            // the group's codes as pairs × columns
   float* scales = reinterpret_cast<float*>(wp + kQuantGemmCols * G);  // [group][column]
   float* biases = scales + groups * kQuantGemmCols;
@@ -101,10 +102,10 @@ void quant_gemm_avx512(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, i
     }
   }
   for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t c = 0; c < cols; ++c) {
-      codes_as_bf16(a.codes + (n0 + c) * words, a.bits, a.K, g * G, G, row_values);
-      for (int64_t p = 0; p < G / 2; ++p) std::memcpy(wp + (p * cols + c) * 2, row_values + 2 * p, 4);
-    }
+    for (int64_t c = 0; c < cols; ++c) codes_as_bf16(a.codes + (n0 + c) * words, a.bits, a.K, g * G, G, row_values + c * G);
+    for (int64_t c = 0; c < cols; c += 16)  // group sizes are whole 16s of pairs
+      for (int64_t p = 0; p < G / 2; p += 16)
+        pack_pairs16_avx512(row_values + c * G + 2 * p, G, wp + (p * cols + c) * 2, cols * 2);
     const bf16_t* xg = xb + g * G;
     float* y = a.y + n0;
     switch (rv) {
