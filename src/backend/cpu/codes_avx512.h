@@ -16,9 +16,9 @@ inline __m512i codes16(const uint32_t* words, int bits, int64_t i) {
   const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
   if ((bits & (bits - 1)) == 0) {
     const int per_word = 32 / bits;
-    const __m512i word_of_lane = _mm512_srli_epi32(lane, __builtin_ctz(per_word));
-    // 1-bit codes: 16 codes are half a word, and may start at its middle.
     const int shift_words = __builtin_ctz(per_word);  // per_word is a power of two: no division
+    const __m512i word_of_lane = _mm512_srli_epi32(lane, shift_words);
+    // 1-bit codes: 16 codes are half a word, and may start at its middle.
     const int first_bit = int(i & (per_word - 1)) * bits;
     const __m512i shift = _mm512_add_epi32(
         _mm512_mullo_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(per_word - 1)), _mm512_set1_epi32(bits)),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cpu/codes_avx512.h"
 #include "backend/cpu/kernels.h"
 
 namespace fathom::cpu {
@@ -212,10 +213,8 @@ void rows_any(const QuantMatmulArgs& a, int64_t n, int64_t m0, const ByteCodes& 
       const uint8_t* at = row + i * bits / 8;
       if (i + 16 > last_safe) {
         for (int64_t k = i; k < i + 16; ++k) {
-          const int64_t bit = k * bits;
-          const uint32_t code = (uint32_t(row[bit >> 3]) | uint32_t(bit / 8 + 1 < row_bytes ? row[(bit >> 3) + 1] : 0) << 8) >>
-                                    (bit & 7) & ((1u << bits) - 1);
-          for (int r = 0; r < R; ++r) tail[r] += scales[g] * (float(code) - center) * a.x[(m0 + r) * a.K + k];
+          const float code = float(code_at(a.codes + n * (row_bytes / 4), bits, k));
+          for (int r = 0; r < R; ++r) tail[r] += scales[g] * (code - center) * a.x[(m0 + r) * a.K + k];
         }
         continue;
       }
