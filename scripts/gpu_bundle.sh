@@ -1,26 +1,38 @@
 #!/bin/bash
-# Packs what the GPU machine needs into .device/ (ignored by git; the device
-# tool carries it), built here with the CUDA backend: tests.tar.xz (the test
-# binary) and fathom.tar.xz (the fathom binary with the shared libraries of
-# ours that the GPU machine's image lacks: it has CUDA, cuBLAS and a base
-# system, none of our apt packages). Stripped, xz -9e, and one per call: the
-# tool's 64 MiB limit counts the whole tracked tree too.
-#   scripts/gpu_bundle.sh [build dir]
+# Packs what the GPU machine needs into .device/gpu.tar.xz (ignored by git;
+# the device tool carries it), built here with the CUDA backend: `tests`
+# gives gpu_tests (the op suite and the device parity tests, linked on their
+# own), `bench` gives fathom_bench (`fathom bench` alone,
+# bench/bench_only_main.cpp). That machine has CUDA and cuBLAS but none of our
+# apt packages. The device tool carries 64 MiB with the tracked tree (~62 MiB),
+# which leaves about 1 MB: one binary per call, stripped, xz with its x86
+# filter, our other libraries linked statically.
+#   scripts/gpu_bundle.sh tests|bench [build dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build}
+what=${1:?tests or bench}
+build=${2:-build}
+grep -q "DFATHOM_WITH_CUDA" "$build/build.ninja" || { echo "$build has no CUDA backend" >&2; exit 1; }
 exclude=$(git rev-parse --git-path info/exclude)
 mkdir -p "$(dirname "$exclude")"
 grep -qxF '/.device/' "$exclude" 2>/dev/null || echo '/.device/' >> "$exclude"
-rm -rf .device && mkdir -p .device/stage/lib
-strip -o .device/stage/fathom_tests "$build/tests/fathom_tests"
-strip -o .device/stage/fathom "$build/fathom"
-ldd "$build/fathom" | awk '/=> \// {print $3}' | while read -r lib; do
-  case "$(basename "$lib")" in
-    libcpp-httplib*|libutf8proc*) cp -L "$lib" .device/stage/lib/ ;;
-  esac
-done
-tar cf - -C .device/stage fathom_tests | xz -9e > .device/tests.tar.xz
-tar cf - -C .device/stage fathom lib | xz -9e > .device/fathom.tar.xz
-rm -rf .device/stage
-ls -l .device
+stage=.device/gpu-stage
+rm -rf .device && mkdir -p "$stage"
+ninja -C "$build" fathom_core fathom_text fathom_text_tokenizer >/dev/null
+libs=("$build/libfathom_core.a" "$build/libfathom_text.a" "$build/libfathom_text_tokenizer.a" "$build/libfathom_core.a")
+cuda=(-L/usr/local/cuda/lib64 -lcudart_static -lcublas -ldl -lrt)
+static=(-l:libpcre2-8.a -l:libutf8proc.a -lpthread -Wl,--gc-sections)
+case "$what" in
+  tests)
+    g++ -O2 -std=c++20 -Isrc -Itests -DFATHOM_FIXTURES_DIR="\"$PWD/tests/fixtures\"" tests/backend/op_suite_test.cpp \
+      tests/parity/device_parity_test.cpp -o "$stage/gpu_tests" "${libs[@]}" "${cuda[@]}" -lgtest_main -lgtest \
+      "${static[@]}" ;;
+  bench)
+    g++ -O2 -std=c++20 -Isrc bench/bench_only_main.cpp src/cli/cmd_bench.cpp src/cli/common_options.cpp \
+      src/cli/speculation_options.cpp -o "$stage/fathom_bench" "${libs[@]}" "${cuda[@]}" "${static[@]}" ;;
+  *) echo "gpu_bundle.sh: tests or bench, not $what" >&2; exit 1 ;;
+esac
+strip "$stage"/*
+tar cf - -C "$stage" . | xz --x86 --lzma2=preset=9e,nice=273 > .device/gpu.tar.xz
+rm -rf "$stage"
+ls -l .device/gpu.tar.xz

@@ -1,48 +1,51 @@
 #!/bin/bash
-# On the GPU machine: the CUDA op suite and every fixture model on the GPU
-# against the CPU (when .device/tests.tar.xz came along), and decode/prefill
-# speed of a random-weight model of a real shape on the GPU and its host CPU
-# (when .device/fathom.tar.xz came along). Both come from scripts/gpu_bundle.sh
-# (built here; that machine has no apt packages).
-#   scripts/gpu_check.sh [shape]      (shape: qwen3-0.6b, the default, or llama-3.2-1b)
+# On the GPU machine, with what .device/gpu.tar.xz brought (scripts/gpu_bundle.sh,
+# built here; that machine has no apt packages): gpu_tests runs the CUDA op
+# suite, every fixture model on the GPU against the CPU and replayed steps
+# against eager ones; fathom_bench measures decode/prefill speed of a
+# random-weight model of a real shape on the GPU (decode with step graphs on
+# and off) and its host CPU.
+#   [BATCHES="8 32"] [HF=0] [CPU=0] scripts/gpu_check.sh [shape]   (qwen3-0.6b, the default, llama-3.2-1b, …)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 shape=${1:-qwen3-0.6b}
 out=${OUT:-/tmp/gpu_check}
 mkdir -p "$out"
 bin=/tmp/fathom-device
-mkdir -p "$bin"
+rm -rf "$bin" && mkdir -p "$bin"
 for bundle in .device/*.tar.xz; do tar xJf "$bundle" -C "$bin"; done
 cublas=$(dirname "$(find /usr/local /usr/lib /opt -name 'libcublas.so.13' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH="$bin/lib:$cublas:${LD_LIBRARY_PATH:-}"
-for b in "$bin"/fathom*; do ldd "$b" | grep "not found" | sed "s|^|$(basename "$b") lacks |"; done
+for b in "$bin"/*; do [ -f "$b" ] && ldd "$b" | grep "not found" | sed "s|^|$(basename "$b") lacks |"; done
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 lscpu | grep 'Model name'
 
-if [ -x "$bin/fathom_tests" ]; then
+if [ -x "$bin/gpu_tests" ]; then
 echo "== op suite and fixture parity on cuda"
-"$bin/fathom_tests" --gtest_filter='*OpSuite*/cuda:*DeviceParity*' --gtest_brief=1 2>&1 | tee "$out/tests.log" | tail -60
+"$bin/gpu_tests" --gtest_filter='*OpSuite*/cuda:*DeviceParity*' --gtest_brief=1 2>&1 | tee "$out/tests.log" | tail -60
 fi
-[ -x "$bin/fathom" ] || exit 0
+[ -x "$bin/fathom_bench" ] || exit 0
 
 echo "ceilings: $(python3 scripts/gpu_ceilings.py 2>/dev/null)"
 echo "== speed: $shape, random bf16 weights (decode: 64 tokens after a synthetic context; medians of 3)"
 python3 scripts/make_random_model.py --shape "$shape" --out /tmp/model >/dev/null
-fields() { tr -d ' \n' | grep -o '"\(backend\|decode_tok_s\|prefill_tok_s\|weight_bytes\|kv_bytes\)":[^,}]*' | tr '\n' ' '; }
+fields() { tr -d ' \n' | grep -o '"\(decode_tok_s\|prefill_tok_s\|weight_bytes\|kv_bytes\|replays\|captures\|updated_nodes\)":[^,}]*' | tr '\n' ' '; }
+bench() { "$bin/fathom_bench" --model /tmp/model --dtype bf16 --repeat 3 "$@" 2>&1 | fields; }
 {
-  for device in cuda cpu; do
-    for depth in 512 8192; do
-      [ "$device" = cpu ] && [ "$depth" = 8192 ] && continue
-      echo "$device decode at $depth: $("$bin/fathom" bench --model /tmp/model --device "$device" --dtype bf16 \
-        --prompt-tokens "$depth" --gen-tokens 64 --repeat 3 --synthetic-context 2>&1 | fields)"
-    done
-    for prompt in 512 2048; do
-      [ "$device" = cpu ] && [ "$prompt" = 2048 ] && continue
-      echo "$device prefill $prompt: $("$bin/fathom" bench --model /tmp/model --device "$device" --dtype bf16 \
-        --prompt-tokens "$prompt" --gen-tokens 1 --repeat 3 2>&1 | fields)"
-    done
+  for depth in 512 8192; do
+    echo "cuda decode at $depth: $(bench --device cuda --prompt-tokens "$depth" --gen-tokens 64 --synthetic-context)"
+    echo "cuda decode at $depth, graphs off: $(FATHOM_CUDA_GRAPHS=0 bench --device cuda --prompt-tokens "$depth" \
+      --gen-tokens 64 --synthetic-context)"
   done
-  echo "transformers: $(python3 scripts/hf_generate_speed.py /tmp/model --prompt-tokens 512 --gen-tokens 64 2>/dev/null)"
+  for batch in ${BATCHES:-}; do
+    echo "cuda decode, batch $batch at 512: $(bench --device cuda --prompt-tokens 512 --gen-tokens 64 --batch "$batch" \
+      --synthetic-context)"
+  done
+  for prompt in 512 2048; do
+    echo "cuda prefill $prompt: $(bench --device cuda --prompt-tokens "$prompt" --gen-tokens 1)"
+  done
+  [ "${CPU:-1}" = 1 ] && echo "cpu decode at 512: $(bench --device cpu --prompt-tokens 512 --gen-tokens 64 --synthetic-context)"
+  [ "${HF:-1}" = 1 ] && echo "transformers: $(python3 scripts/hf_generate_speed.py /tmp/model --prompt-tokens 512 --gen-tokens 64 2>/dev/null)"
 } | tee "$out/speed.log"
 
 # PROFILE=1: GPU time per kernel over two decode steps (after a few warm ones),
@@ -50,7 +53,7 @@ fields() { tr -d ' \n' | grep -o '"\(backend\|decode_tok_s\|prefill_tok_s\|weigh
 if [ "${PROFILE:-0}" = 1 ]; then
   echo "== decode kernels (ncu, 2 steps)"
   ncu --clock-control none --print-summary per-kernel --launch-skip 3000 --launch-count 1300 \
-    "$bin/fathom" bench --model /tmp/model --device cuda --dtype bf16 --prompt-tokens 512 --gen-tokens 12 \
+    "$bin/fathom_bench" --model /tmp/model --device cuda --dtype bf16 --prompt-tokens 512 --gen-tokens 12 \
     --synthetic-context > "$out/profile.log" 2>&1
   grep -E "^  [^ ].*\(|gpu__time_duration.sum|Duration" "$out/profile.log" | head -80
 fi

@@ -5,6 +5,7 @@
 // takes live on the backend's device; host data (token ids, the rows an op
 // gathers) comes as std::vector and the backend moves it where it needs it.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -42,6 +43,17 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
+  // Runs one model step's ops (`step` calls them and returns its result). A
+  // device may record them and run them as one unit — the CUDA backend replays
+  // a graph — so `step` must not read back device data before it returns:
+  // what it downloads is filled in by the time run_step returns.
+  virtual Tensor run_step(const std::function<Tensor()>& step) { return step(); }
+  // How run_step has run steps so far: replayed, captured anew (a new shape),
+  // and kernel nodes updated for a replay. All zero where steps run as called.
+  struct StepReplays {
+    int64_t replays = 0, captures = 0, updated_nodes = 0;
+  };
+  virtual StepReplays step_replays() const { return {}; }
   // Each op's wall time is added to `profile` while one is attached (null: off).
   void set_op_profile(OpProfile* profile) { profile_ = profile; }
 

@@ -198,6 +198,8 @@ Command add_bench_command(CLI::App& app) {
         {"peak_rss_bytes", peak_resident_bytes()},
     };
     if (!spec_out.is_null()) out["spec"] = spec_out;
+    if (const Backend::StepReplays r = model->backend().step_replays(); r.replays + r.captures > 0)
+      out["step_graphs"] = {{"replays", r.replays}, {"captures", r.captures}, {"updated_nodes", r.updated_nodes}};
     if (o->profile_ops) {
       // Per decoded token: each op's time, and what the step spent outside them.
       const double tokens = double(o->gen_tokens) * o->repeat;

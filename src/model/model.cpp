@@ -63,13 +63,22 @@ Tensor Model::forward(std::span<const SequenceStep> step) const {
       offset += s.logit_rows();
     }
     if (layout.segments.empty()) return out;
-    Tensor logits = forward_step(layout);
+    Tensor logits = replayable(layout) ? backend_->run_step([&] { return forward_step(layout); })
+                                       : forward_step(layout);
     for (const auto& segment : layout.segments) segment.state->end_step(segment.rows);
     if (!split) return logits;
     for (size_t r = 0; r < dst.size(); ++r)
       std::copy_n(logits.data<float>() + int64_t(r) * c.vocab_size, c.vocab_size,
                   out.data<float>() + dst[r] * c.vocab_size);
   }
+}
+
+bool Model::replayable(const StepLayout& layout) const {
+  // Decode rows and verify spans, the steps whose time goes to launching many
+  // small ops; a mixture of experts reads its routing back in the middle of
+  // the step, which a recorded step cannot.
+  const ModelConfig& c = config();
+  return layout.rows() <= kReplayableStepRows && c.num_experts == 0 && !c.enable_moe_block;
 }
 
 Model::Model(const LoadOptions& options)

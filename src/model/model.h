@@ -77,6 +77,9 @@ class Model {
   // storage in the compute dtype (f32 keeps f32 compute exact); a recurrent
   // state for each linear-attention layer.
   std::unique_ptr<SequenceState> make_state(const ModelConfig& config, int64_t capacity) const;
+  // Whether a step may run through Backend::run_step (recorded and replayed).
+  bool replayable(const StepLayout& layout) const;
+  static constexpr int64_t kReplayableStepRows = 16;
   DType plain_kv_dtype() const { return compute_dtype() == ComputeDType::bf16 ? DType::bf16 : DType::f32; }
 
   // Every op of the model and its KV blocks run here.

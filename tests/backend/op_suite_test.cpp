@@ -191,8 +191,11 @@ TEST_P(OpSuite, Matmul) {
   struct Shape {
     int64_t m, k, n;
   };
-  // Odd K and N (vector tails), M = 1 (decode) and a larger prefill-like M.
-  for (const Shape s : {Shape{1, 64, 48}, Shape{7, 33, 5}, Shape{33, 200, 70}, Shape{1, 1063, 23}, Shape{40, 96, 129}})
+  // Odd K and N (vector tails), M = 1 (decode) and a larger prefill-like M;
+  // decode-sized M (≤ 16) with K % 8 == 0 over long and short rows (a
+  // device's GEMV: its unrolled loop, its tail, rows in groups of 8).
+  for (const Shape s : {Shape{1, 64, 48}, Shape{7, 33, 5}, Shape{33, 200, 70}, Shape{1, 1063, 23}, Shape{40, 96, 129},
+                        Shape{3, 1344, 37}, Shape{12, 1032, 9}, Shape{16, 2056, 17}})
     for (DType wdt : {DType::f32, DType::bf16})
       for (bool with_bias : {false, true})
         for (bool bf16_inputs : {false, true}) {

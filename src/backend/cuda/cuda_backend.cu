@@ -1,6 +1,8 @@
 // The CUDA backend: context, memory and matmul.
 #include "backend/cuda/cuda_backend.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_factory.h"
@@ -26,7 +28,9 @@ Context::~Context() {
   if (stream) cudaStreamDestroy(stream);
 }
 
-CudaBackend::CudaBackend(int device) : ctx_(std::make_shared<Context>()) {
+CudaBackend::CudaBackend(int device)
+    : ctx_(std::make_shared<Context>()),
+      arena_([this](size_t bytes) { return allocate({int64_t((bytes + 3) / 4)}, DType::i32); }) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0)
@@ -52,6 +56,18 @@ CudaBackend::CudaBackend(int device) : ctx_(std::make_shared<Context>()) {
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, device), "read the device's properties");
   ctx_->name = std::string("cuda:") + std::to_string(device) + "-" + prop.name;
+  ctx_->sm_count = prop.multiProcessorCount;
+  // cuBLAS gets its workspace from us: captured into a graph, it must not
+  // allocate on its own.
+  workspace_ = allocate({int64_t(kCublasWorkspaceBytes / 4)}, DType::i32);
+  check_cublas(cublasSetWorkspace(ctx_->cublas, workspace_.raw(), kCublasWorkspaceBytes), "set cuBLAS's workspace");
+  auto env_is = [](const char* name, const char* value) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == value;
+  };
+  graphs_enabled_ = !env_is("FATHOM_CUDA_GRAPHS", "0");
+  gemv_enabled_ = !env_is("FATHOM_CUDA_GEMV", "0");
+  sync_ops_ = env_is("FATHOM_CUDA_SYNC_OPS", "1");
 }
 
 namespace {
@@ -65,7 +81,8 @@ Tensor device_tensor(const std::shared_ptr<Context>& ctx, std::vector<int64_t> s
   if (reservation) count_reservation(Device::cuda, int64_t(bytes));
   else count_allocation(Device::cuda, int64_t(bytes));
   std::shared_ptr<const void> owner(p, [ctx, bytes, reservation](const void* q) {
-    if (q) cudaFreeAsync(const_cast<void*>(q), ctx->stream);
+    if (q && ctx->recording) ctx->deferred_frees.push_back(const_cast<void*>(q));
+    else if (q) cudaFreeAsync(const_cast<void*>(q), ctx->stream);
     if (reservation) count_reservation(Device::cuda, -int64_t(bytes));
     else count_allocation(Device::cuda, -int64_t(bytes));
   });
@@ -74,8 +91,13 @@ Tensor device_tensor(const std::shared_ptr<Context>& ctx, std::vector<int64_t> s
 
 }  // namespace
 
-Tensor CudaBackend::empty_impl(std::vector<int64_t> shape, DType dtype) {
+Tensor CudaBackend::allocate(std::vector<int64_t> shape, DType dtype) {
   return device_tensor(ctx_, std::move(shape), dtype, false);
+}
+
+Tensor CudaBackend::empty_impl(std::vector<int64_t> shape, DType dtype) {
+  if (recorder_) return arena_.tensor(std::move(shape), dtype);
+  return allocate(std::move(shape), dtype);
 }
 
 Tensor CudaBackend::reserve_impl(std::vector<int64_t> shape, DType dtype) {
@@ -103,6 +125,7 @@ void CudaBackend::copy_to_device(void* dst, const void* host, size_t bytes) {
 }
 
 Tensor CudaBackend::upload_impl(const Tensor& host) {
+  if (recorder_) return arena_.upload(host);
   Tensor t = empty_impl(host.shape(), host.dtype());
   copy_to_device(t.raw(), host.raw(), host.nbytes());
   return t;
@@ -110,6 +133,10 @@ Tensor CudaBackend::upload_impl(const Tensor& host) {
 
 Tensor CudaBackend::download_impl(const Tensor& t) {
   Tensor host = Tensor::empty(t.shape(), t.dtype());
+  if (recorder_) {  // filled once the step has run
+    pending_downloads_.emplace_back(host, t.raw());
+    return host;
+  }
   if (t.nbytes())
     check_cuda(cudaMemcpyAsync(host.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream), "download");
   check_cuda(cudaStreamSynchronize(ctx_->stream), "wait for the stream");
@@ -117,21 +144,63 @@ Tensor CudaBackend::download_impl(const Tensor& t) {
 }
 
 void CudaBackend::copy_impl(const Tensor& src, Tensor& dst) {
-  if (src.nbytes() && src.raw() != dst.raw())
-    check_cuda(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream),
-               "device-to-device copy");
+  if (src.nbytes() == 0 || src.raw() == dst.raw()) return;
+  device_copy(dst.raw(), src.raw(), src.nbytes());
+}
+
+void CudaBackend::device_copy(void* dst, const void* src, size_t bytes) {
+  enqueue({1, uint64_t(uintptr_t(dst)), uint64_t(uintptr_t(src)), bytes}, [=](cudaStream_t s) {
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "device-to-device copy");
+  });
+}
+
+Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
+  if (!graphs_enabled_ || recorder_) return step();
+  arena_.begin();
+  recorder_ = std::make_unique<StepRecorder>();
+  ctx_->recording = true;
+  auto finish = [this] {
+    recorder_.reset();
+    ctx_->recording = false;
+    for (void* p : ctx_->deferred_frees) cudaFreeAsync(p, ctx_->stream);
+    ctx_->deferred_frees.clear();
+  };
+  Tensor result;
+  try {
+    result = step();
+    arena_.flush(ctx_->stream);
+    try {
+      graphs_.run(recorder_->calls(), ctx_->stream);
+    } catch (const Error& e) {
+      // A step that cannot be captured still runs, and so do later ones.
+      std::fprintf(stderr, "fathom: cuda graphs are off from here on: %s\n", e.what());
+      graphs_enabled_ = false;
+      StepGraphCache::run_eagerly(recorder_->calls(), ctx_->stream);
+    }
+  } catch (...) {
+    pending_downloads_.clear();
+    finish();
+    throw;
+  }
+  finish();
+  for (auto& [host, src] : pending_downloads_)
+    check_cuda(cudaMemcpyAsync(host.raw(), src, host.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream), "download");
+  if (!pending_downloads_.empty()) check_cuda(cudaStreamSynchronize(ctx_->stream), "wait for the stream");
+  pending_downloads_.clear();
+  return result;
 }
 
 void* CudaBackend::scratch(int slot, size_t bytes) {
   Tensor& t = buffers_[slot];
   if (!t.defined() || t.nbytes() < bytes) {
     t = Tensor();
-    t = empty_impl({int64_t((bytes + 3) / 4)}, DType::i32);
+    t = allocate({int64_t((bytes + 3) / 4)}, DType::i32);
   }
   return t.raw();
 }
 
 void* CudaBackend::stage(int slot, const void* host, size_t bytes) {
+  if (recorder_) return arena_.stage(host, bytes);
   void* p = scratch(slot, bytes);
   copy_to_device(p, host, bytes);
   return p;
@@ -199,38 +268,45 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
   if (bf16_inputs) {
     xb = static_cast<__nv_bfloat16*>(scratch(kRoundedX, size_t(M * K) * 2 + size_t(M * K) * 4));
     x_rounded = reinterpret_cast<float*>(xb + ((M * K + 1) / 2) * 2);
-    round_to_bf16<<<blocks_for(M * K), 256, 0, ctx_->stream>>>(x.data<float>(), M * K, xb, x_rounded);
-    check_launch("matmul: round x to bf16");
+    launch("matmul: round x to bf16", round_to_bf16, blocks_for(M * K), 256, 0, x.data<float>(), M * K, xb, x_rounded);
   }
-  const float one = 1.0f, zero = 0.0f;
   for (const MatmulTarget& t : targets) {
     const int64_t N = t.w->dim(0);
     float* y = t.y->data<float>();
     const float* bias = t.bias ? t.bias->data<float>() : nullptr;
     const bool w_bf16 = t.w->dtype() == DType::bf16;
+    if (bf16_inputs && w_bf16 && gemv_enabled_ && gemv_bf16(xb, M, K, *t.w, bias, y)) continue;
     if (bf16_inputs && w_bf16) {
       // Column-major view: yᵀ [N, M] = w [N, K] (stored as K×N) transposed × xᵀ [K, M].
-      check_cublas(cublasGemmEx(ctx_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, t.w->raw(),
-                                CUDA_R_16BF, int(K), xb, CUDA_R_16BF, int(K), &zero, y, CUDA_R_32F, int(N),
-                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "bf16 matmul");
+      const void* w = t.w->raw();
+      enqueue({2, uint64_t(uintptr_t(w)), uint64_t(uintptr_t(xb)), uint64_t(uintptr_t(y)), uint64_t(M), uint64_t(N),
+               uint64_t(K)},
+              [=, h = ctx_->cublas](cudaStream_t) {
+                const float one = 1.0f, zero = 0.0f;
+                check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, CUDA_R_16BF,
+                                          int(K), xb, CUDA_R_16BF, int(K), &zero, y, CUDA_R_32F, int(N),
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                             "bf16 matmul");
+              });
     } else if (!w_bf16) {
       const float* xs = bf16_inputs ? x_rounded : x.data<float>();
-      check_cublas(cublasGemmEx(ctx_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, t.w->raw(),
-                                CUDA_R_32F, int(K), xs, CUDA_R_32F, int(K), &zero, y, CUDA_R_32F, int(N),
-                                CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
-                   "f32 matmul");
+      const void* w = t.w->raw();
+      enqueue({3, uint64_t(uintptr_t(w)), uint64_t(uintptr_t(xs)), uint64_t(uintptr_t(y)), uint64_t(M), uint64_t(N),
+               uint64_t(K)},
+              [=, h = ctx_->cublas](cudaStream_t) {
+                const float one = 1.0f, zero = 0.0f;
+                check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, CUDA_R_32F,
+                                          int(K), xs, CUDA_R_32F, int(K), &zero, y, CUDA_R_32F, int(N),
+                                          CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+                             "f32 matmul");
+              });
     } else {
       const dim3 grid(unsigned((N + 31) / 32), unsigned((M + 31) / 32)), block(32, 8);
-      matmul_tiled<<<grid, block, 0, ctx_->stream>>>(x.data<float>(), static_cast<const __nv_bfloat16*>(t.w->raw()),
-                                                     bias, y, M, N, K);
-      check_launch("matmul: f32 activations × bf16 weights");
+      launch("matmul: f32 activations × bf16 weights", matmul_tiled<__nv_bfloat16>, grid, block, 0, x.data<float>(),
+             static_cast<const __nv_bfloat16*>(t.w->raw()), bias, y, M, N, K);
       continue;
     }
-    if (bias) {
-      add_bias<<<blocks_for(M * N), 256, 0, ctx_->stream>>>(y, bias, M, N);
-      check_launch("matmul: bias");
-    }
+    if (bias) launch("matmul: bias", add_bias, blocks_for(M * N), 256, 0, y, bias, M, N);
   }
 }
 

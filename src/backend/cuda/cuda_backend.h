@@ -10,12 +10,16 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/step_arena.h"
+#include "backend/cuda/step_graph.h"
 
 namespace fathom::cuda {
 
@@ -32,12 +36,17 @@ struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   std::string name;
+  int sm_count = 1;
   // Pinned host memory that small host-to-device copies pass through, used as
   // a ring: a copy from pageable memory would wait for the stream to drain,
   // which stops the host from running ahead of the GPU. The stream is
   // synchronized only when the ring wraps.
   char* pinned = nullptr;
   size_t pinned_bytes = 0, pinned_head = 0;
+  // While a step is being recorded its calls have not run yet: device memory
+  // let go of meanwhile is freed only after the step's graph is enqueued.
+  bool recording = false;
+  std::vector<void*> deferred_frees;
   ~Context();
 };
 
@@ -48,6 +57,10 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::cuda; }
   void release_pages(void*, int64_t) override {}  // device memory stays with its slab
   cudaStream_t stream() const { return ctx_->stream; }
+  // Small steps (decode, verify spans) are recorded and run as CUDA graphs
+  // unless FATHOM_CUDA_GRAPHS=0 (step_graph.h).
+  Tensor run_step(const std::function<Tensor()>& step) override;
+  StepReplays step_replays() const override { return graphs_.counts(); }
 
  protected:
   void matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) override;
@@ -101,7 +114,43 @@ class CudaBackend final : public Backend {
   // The rotation signs of a codebook view on the device (built once per seed and dim).
   const float* rotation_signs(const KvView& kv);
 
+  // Launches `kernel` now, or records it while a step is recorded.
+  template <typename... Params>
+  void launch(const char* op, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+              std::type_identity_t<Params>... args) {
+    if (recorder_) return recorder_->kernel(kernel, grid, block, shared_bytes, args...);
+    kernel<<<grid, block, shared_bytes, stream()>>>(args...);
+    check_launch(op);
+    if (sync_ops_) check_cuda(cudaStreamSynchronize(stream()), op);
+  }
+  // Enqueues work that is not one of our kernels (cuBLAS, a copy) now, or
+  // records it; `signature` holds everything the work depends on.
+  void enqueue(std::vector<uint64_t> signature, std::function<void(cudaStream_t)> run) {
+    if (recorder_) return recorder_->opaque(std::move(signature), std::move(run));
+    run(stream());
+    if (sync_ops_) check_cuda(cudaStreamSynchronize(stream()), "wait for the stream");
+  }
+  // y[M, N] (+ bias) = x[M, K] · w[N, K]ᵀ for bf16 x and w and M ≤
+  // kGemvMaxRows (gemv.cu); false when the shapes do not suit it.
+  static constexpr int64_t kGemvMaxRows = 16;
+  bool gemv_bf16(const __nv_bfloat16* x, int64_t M, int64_t K, const Tensor& w, const float* bias, float* y);
+  // Counted device memory that stays until its tensor lets go.
+  Tensor allocate(std::vector<int64_t> shape, DType dtype);
+  // dst ← src, bytes of device memory (now, or recorded).
+  void device_copy(void* dst, const void* src, size_t bytes);
+
   std::shared_ptr<Context> ctx_;
+  bool graphs_enabled_ = true;
+  // Environment switches for measuring: FATHOM_CUDA_GEMV=0 sends decode's
+  // matmuls to cuBLAS; FATHOM_CUDA_SYNC_OPS=1 waits for each launch, so that
+  // `bench --profile-ops` (with graphs off) shows each op's GPU time.
+  bool gemv_enabled_ = true, sync_ops_ = false;
+  std::unique_ptr<StepRecorder> recorder_;  // set while a step is recorded
+  StepArena arena_;
+  StepGraphCache graphs_;
+  static constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+  Tensor workspace_;
+  std::vector<std::pair<Tensor, const void*>> pending_downloads_;  // host tensor, device source
   std::map<int, Tensor> buffers_;
   std::map<std::pair<uint64_t, int64_t>, Tensor> signs_;
 };

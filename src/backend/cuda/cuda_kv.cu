@@ -294,11 +294,13 @@ attention_tiled_kernel(KvLayout l, unsigned char* const* table, const float* q, 
   __syncthreads();
   for (int64_t k0 = lo; k0 <= hi; k0 += kTileKeys) {
     const int64_t n = min(int64_t(kTileKeys), hi - k0 + 1);
-    for (int64_t e = tid; e < n * d; e += kTiledThreads) {
-      const int64_t j = e / d, i = e % d;
+    // A warp per key row: the row's block is looked up once, lanes walk its values.
+    for (int64_t j = tid / 32; j < n; j += kTiledThreads / 32) {
       const RowRef ref = row_ref(l, table, k0 + j);
-      ks[j][i] = kv_element(l, ref, 0, g, i);
-      vs[j][i] = kv_element(l, ref, 1, g, i);
+      for (int64_t i = tid % 32; i < d; i += 32) {
+        ks[j][i] = kv_element(l, ref, 0, g, i);
+        vs[j][i] = kv_element(l, ref, 1, g, i);
+      }
     }
     __syncthreads();
     for (int e = tid; e < nq * kTileKeys; e += kTiledThreads) {
@@ -382,7 +384,9 @@ const float* CudaBackend::rotation_signs(const KvView& kv) {
     const HadamardRotation rotation(kv.head_dim(), kv.rotation_seed);
     Tensor host = Tensor::empty({kv.head_dim()}, DType::f32);
     std::copy(rotation.signs().begin(), rotation.signs().end(), host.data<float>());
-    t = upload_impl(host);
+    // Kept across steps: not a step's tensor, even while one is recorded.
+    t = allocate(host.shape(), DType::f32);
+    copy_to_device(t.raw(), host.raw(), host.nbytes());
   }
   return t.data<float>();
 }
@@ -398,11 +402,9 @@ void CudaBackend::kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, c
   const float* signs = kv.format.codec == KvFormat::Codec::codebook ? rotation_signs(kv) : nullptr;
   const unsigned blocks = unsigned((count * heads * 2 + 127) / 128);  // a thread per (token, head, K or V)
   if (write) {
-    kv_write_kernel<<<blocks, 128, 0, stream()>>>(l, table, row, count, heads, k.data<float>(), v.data<float>(), signs);
-    check_launch("kv_write");
+    launch("kv_write", kv_write_kernel, blocks, 128, 0, l, table, row, count, heads, k.data<float>(), v.data<float>(), signs);
   } else {
-    kv_read_kernel<<<blocks, 128, 0, stream()>>>(l, table, row, count, heads, k.data<float>(), v.data<float>(), signs);
-    check_launch("kv_read");
+    launch("kv_read", kv_read_kernel, blocks, 128, 0, l, table, row, count, heads, k.data<float>(), v.data<float>(), signs);
   }
 }
 
@@ -425,9 +427,8 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
     // Scores in the rotated space (Rq·Rk = q·k); the output is rotated back.
     signs = rotation_signs(kv);
     auto* rq = static_cast<float*>(scratch(kRotatedQ, q_in.nbytes()));
-    check_cuda(cudaMemcpyAsync(rq, q, q_in.nbytes(), cudaMemcpyDeviceToDevice, stream()), "attention: copy q");
-    rotate_rows_kernel<<<unsigned((t * heads + 127) / 128), 128, 0, stream()>>>(rq, t * heads, d, signs, false);
-    check_launch("attention: rotate q");
+    device_copy(rq, q, q_in.nbytes());
+    launch("attention: rotate q", rotate_rows_kernel, unsigned((t * heads + 127) / 128), 128, 0, rq, t * heads, d, signs, false);
     q = rq;
   }
   // Keys split so that decode (one query row) still fills the GPU; the
@@ -436,30 +437,34 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
   const int64_t rows = t * heads, group = heads / kv.kv_heads();
   const bool tiled = d <= kTiledMaxHeadDim && group <= kTileQueries;
   const int64_t split_keys = tiled ? 256 : 64;
-  const int64_t splits = std::clamp<int64_t>((kv.length + split_keys - 1) / split_keys, 1,
+  // Blocks without splitting the keys; a decode row has only one per kv head,
+  // so its keys are split further until the GPU has two blocks per SM (down
+  // to one key tile per split).
+  const int64_t row_blocks = tiled ? (t + kTileQueries / group - 1) / (kTileQueries / group) * kv.kv_heads()
+                                   : (rows * 32 + 255) / 256;
+  const int64_t fill = std::min<int64_t>((2 * ctx_->sm_count + row_blocks - 1) / row_blocks,
+                                         (kv.length + kTileKeys - 1) / kTileKeys);
+  const int64_t splits = std::clamp<int64_t>(std::max((kv.length + split_keys - 1) / split_keys, fill), 1,
                                              std::max<int64_t>(1, kMaxPartialWarps / rows));
   const int64_t split_len = (kv.length + splits - 1) / splits;
   auto* partial = static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float)));
   if (tiled) {
     const int64_t rows_per_tile = kTileQueries / group;
     const dim3 grid(unsigned((t + rows_per_tile - 1) / rows_per_tile), unsigned(kv.kv_heads()), unsigned(splits));
-    attention_tiled_kernel<<<grid, kTiledThreads, 0, stream()>>>(l, table, q, t, heads, kv.kv_heads(), p.scale,
+    launch("attention", attention_tiled_kernel, grid, kTiledThreads, 0, l, table, q, t, heads, kv.kv_heads(), p.scale,
                                                                  p.first_position, p.window.value_or(0), splits,
                                                                  split_len, partial);
   } else {
     const dim3 grid(unsigned((rows * 32 + 255) / 256), unsigned(splits));
-    attention_split_kernel<<<grid, 256, 0, stream()>>>(l, table, q, t, heads, kv.kv_heads(), p.scale,
+    launch("attention", attention_split_kernel, grid, 256, 0, l, table, q, t, heads, kv.kv_heads(), p.scale,
                                                        p.first_position, p.window.value_or(0), splits, split_len,
                                                        partial);
   }
-  check_launch("attention");
-  attention_combine_kernel<<<unsigned((rows * 32 + 255) / 256), 256, 0, stream()>>>(partial, rows, splits, d,
+  launch("attention: combine the splits", attention_combine_kernel, unsigned((rows * 32 + 255) / 256), 256, 0, partial, rows, splits, d,
                                                                                    out.data<float>());
-  check_launch("attention: combine the splits");
   if (signs) {
-    rotate_rows_kernel<<<unsigned((t * heads + 127) / 128), 128, 0, stream()>>>(out.data<float>(), t * heads, d, signs,
+    launch("attention: rotate the output back", rotate_rows_kernel, unsigned((t * heads + 127) / 128), 128, 0, out.data<float>(), t * heads, d, signs,
                                                                                true);
-    check_launch("attention: rotate the output back");
   }
 }
 

@@ -247,43 +247,37 @@ int row_threads(int64_t d) { return int(std::min<int64_t>(1024, std::max<int64_t
 void CudaBackend::rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
   const int64_t d = w.numel(), rows = x.numel() / d;
   if (rows == 0) return;
-  rms_norm_rows<<<unsigned(rows), row_threads(d), 0, stream()>>>(x.data<float>(), w.data<float>(), eps, d,
+  launch("rms_norm", rms_norm_rows, unsigned(rows), row_threads(d), 0, x.data<float>(), w.data<float>(), eps, d,
                                                                    y.data<float>());
-  check_launch("rms_norm");
 }
 
 void CudaBackend::rope_impl(Tensor& x, const Tensor& cos, const Tensor& sin) {
   const int64_t n = x.dim(0) * x.dim(1) * cos.dim(1);
   if (n == 0) return;
-  rope_rows<<<blocks(n), kThreads, 0, stream()>>>(x.data<float>(), cos.data<float>(), sin.data<float>(), x.dim(0),
+  launch("rope", rope_rows, blocks(n), kThreads, 0, x.data<float>(), cos.data<float>(), sin.data<float>(), x.dim(0),
                                                   x.dim(1), x.dim(2), cos.dim(1));
-  check_launch("rope");
 }
 
 void CudaBackend::silu_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) {
   if (gate.numel() == 0) return;
-  silu_mul_kernel<<<blocks(gate.numel()), kThreads, 0, stream()>>>(gate.data<float>(), up.data<float>(),
+  launch("silu_mul", silu_mul_kernel, blocks(gate.numel()), kThreads, 0, gate.data<float>(), up.data<float>(),
                                                                    out.data<float>(), gate.numel());
-  check_launch("silu_mul");
 }
 
 void CudaBackend::gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) {
   if (gate.numel() == 0) return;
-  gelu_tanh_mul_kernel<<<blocks(gate.numel()), kThreads, 0, stream()>>>(gate.data<float>(), up.data<float>(),
+  launch("gelu_tanh_mul", gelu_tanh_mul_kernel, blocks(gate.numel()), kThreads, 0, gate.data<float>(), up.data<float>(),
                                                                         out.data<float>(), gate.numel());
-  check_launch("gelu_tanh_mul");
 }
 
 void CudaBackend::add_inplace_impl(Tensor& x, const Tensor& y) {
   if (x.numel() == 0) return;
-  add_kernel<<<blocks(x.numel()), kThreads, 0, stream()>>>(x.data<float>(), y.data<float>(), x.numel());
-  check_launch("add");
+  launch("add", add_kernel, blocks(x.numel()), kThreads, 0, x.data<float>(), y.data<float>(), x.numel());
 }
 
 void CudaBackend::fill_impl(Tensor& x, float value) {
   if (x.numel() == 0) return;
-  fill_kernel<<<blocks(x.numel()), kThreads, 0, stream()>>>(x.data<float>(), value, x.numel());
-  check_launch("fill");
+  launch("fill", fill_kernel, blocks(x.numel()), kThreads, 0, x.data<float>(), value, x.numel());
 }
 
 void CudaBackend::embedding_impl(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) {
@@ -292,14 +286,14 @@ void CudaBackend::embedding_impl(const Tensor& table, const std::vector<int32_t>
   const auto* dev_ids = static_cast<const int32_t*>(stage(kIds, ids.data(), ids.size() * 4));
   switch (table.dtype()) {
     case DType::f32:
-      embedding_kernel<<<blocks(n * d), kThreads, 0, stream()>>>(table.data<float>(), dev_ids, n, d, out.data<float>());
+      launch("embedding", embedding_kernel<float>, blocks(n * d), kThreads, 0, table.data<float>(), dev_ids, n, d, out.data<float>());
       break;
     case DType::bf16:
-      embedding_kernel<<<blocks(n * d), kThreads, 0, stream()>>>(static_cast<const __nv_bfloat16*>(table.raw()),
+      launch("embedding", embedding_kernel<__nv_bfloat16>, blocks(n * d), kThreads, 0, static_cast<const __nv_bfloat16*>(table.raw()),
                                                                  dev_ids, n, d, out.data<float>());
       break;
     case DType::f16:
-      embedding_kernel<<<blocks(n * d), kThreads, 0, stream()>>>(static_cast<const __half*>(table.raw()), dev_ids, n,
+      launch("embedding", embedding_kernel<__half>, blocks(n * d), kThreads, 0, static_cast<const __half*>(table.raw()), dev_ids, n,
                                                                  d, out.data<float>());
       break;
     case DType::i32:
@@ -307,51 +301,44 @@ void CudaBackend::embedding_impl(const Tensor& table, const std::vector<int32_t>
     case DType::affine:
       fail("embedding: a ", dtype_name(table.dtype()), " table is not supported on cuda");
   }
-  check_launch("embedding");
 }
 
 void CudaBackend::scale_impl(Tensor& x, float s) {
   if (x.numel() == 0) return;
-  scale_kernel<<<blocks(x.numel()), kThreads, 0, stream()>>>(x.data<float>(), s, x.numel());
-  check_launch("scale");
+  launch("scale", scale_kernel, blocks(x.numel()), kThreads, 0, x.data<float>(), s, x.numel());
 }
 
 void CudaBackend::soft_cap_impl(Tensor& x, float cap) {
   if (x.numel() == 0) return;
-  soft_cap_kernel<<<blocks(x.numel()), kThreads, 0, stream()>>>(x.data<float>(), cap, x.numel());
-  check_launch("soft_cap");
+  launch("soft_cap", soft_cap_kernel, blocks(x.numel()), kThreads, 0, x.data<float>(), cap, x.numel());
 }
 
 void CudaBackend::mul_columns_impl(Tensor& x, const Tensor& w) {
   if (x.numel() == 0) return;
-  mul_columns_kernel<<<blocks(x.numel()), kThreads, 0, stream()>>>(x.data<float>(), w.data<float>(), w.numel(),
+  launch("mul_columns", mul_columns_kernel, blocks(x.numel()), kThreads, 0, x.data<float>(), w.data<float>(), w.numel(),
                                                                    x.numel());
-  check_launch("mul_columns");
 }
 
 void CudaBackend::sigmoid_mul_impl(Tensor& x, const Tensor& gate) {
   if (x.numel() == 0) return;
   const int64_t per = gate.numel() == x.numel() ? 1 : x.numel() / x.dim(0);
-  sigmoid_mul_kernel<<<blocks(x.numel()), kThreads, 0, stream()>>>(x.data<float>(), gate.data<float>(), per,
+  launch("sigmoid_mul", sigmoid_mul_kernel, blocks(x.numel()), kThreads, 0, x.data<float>(), gate.data<float>(), per,
                                                                    x.numel());
-  check_launch("sigmoid_mul");
 }
 
 void CudaBackend::copy_columns_impl(const Tensor& src, int64_t src_col, Tensor& dst, int64_t dst_col, int64_t width) {
   const int64_t rows = src.dim(0);
   if (rows * width == 0) return;
-  copy_columns_kernel<<<blocks(rows * width), kThreads, 0, stream()>>>(src.data<float>(), src.dim(1), src_col,
+  launch("copy_columns", copy_columns_kernel, blocks(rows * width), kThreads, 0, src.data<float>(), src.dim(1), src_col,
                                                                        dst.data<float>(), dst.dim(1), dst_col, rows,
                                                                        width);
-  check_launch("copy_columns");
 }
 
 void CudaBackend::gather_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst) {
   const int64_t n = int64_t(rows.size()), d = src.dim(1);
   if (n * d == 0) return;
   const auto* dev_rows = static_cast<const int32_t*>(stage(kRows, rows.data(), rows.size() * 4));
-  gather_rows_kernel<<<blocks(n * d), kThreads, 0, stream()>>>(src.data<float>(), dev_rows, n, d, dst.data<float>());
-  check_launch("gather_rows");
+  launch("gather_rows", gather_rows_kernel, blocks(n * d), kThreads, 0, src.data<float>(), dev_rows, n, d, dst.data<float>());
 }
 
 void CudaBackend::scatter_add_rows_impl(const Tensor& src, const std::vector<int32_t>& rows,
@@ -360,9 +347,8 @@ void CudaBackend::scatter_add_rows_impl(const Tensor& src, const std::vector<int
   if (n * d == 0) return;
   const auto* dev_rows = static_cast<const int32_t*>(stage(kRows, rows.data(), rows.size() * 4));
   const auto* dev_weights = static_cast<const float*>(stage(kWeights, weights.data(), weights.size() * 4));
-  scatter_add_rows_kernel<<<blocks(d), kThreads, 0, stream()>>>(src.data<float>(), dev_rows, dev_weights, n, d,
+  launch("scatter_add_rows", scatter_add_rows_kernel, blocks(d), kThreads, 0, src.data<float>(), dev_rows, dev_weights, n, d,
                                                                 dst.data<float>());
-  check_launch("scatter_add_rows");
 }
 
 void CudaBackend::route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale,
@@ -370,36 +356,32 @@ void CudaBackend::route_top_k_impl(const Tensor& logits, int64_t k, bool renorma
   const int64_t t = logits.dim(0), e = logits.dim(1);
   if (t == 0) return;
   Tensor probs = empty_impl({t, e}, DType::f32);
-  route_top_k_kernel<<<blocks(t), kThreads, 0, stream()>>>(logits.data<float>(), t, e, k, renormalize,
+  launch("route_top_k", route_top_k_kernel, blocks(t), kThreads, 0, logits.data<float>(), t, e, k, renormalize,
                                                            expert_scale ? expert_scale->data<float>() : nullptr,
                                                            probs.data<float>(), ids.data<int32_t>(),
                                                            weights.data<float>());
-  check_launch("route_top_k");
 }
 
 void CudaBackend::causal_conv1d_silu_impl(const Tensor& x, const Tensor& weight, Tensor& state, Tensor& out) {
   const int64_t channels = x.dim(1);
-  conv1d_silu_kernel<<<blocks(channels), kThreads, 0, stream()>>>(x.data<float>(), x.dim(0), channels,
+  launch("causal_conv1d_silu", conv1d_silu_kernel, blocks(channels), kThreads, 0, x.data<float>(), x.dim(0), channels,
                                                                   weight.data<float>(), weight.dim(1),
                                                                   state.data<float>(), out.data<float>());
-  check_launch("causal_conv1d_silu");
 }
 
 void CudaBackend::l2_norm_heads_impl(Tensor& x, int64_t first_col, int64_t heads, int64_t head_dim, float scale,
                                      float eps) {
   const int64_t warps = x.dim(0) * heads;
   if (warps == 0) return;
-  l2_norm_heads_kernel<<<blocks(warps * 32), kThreads, 0, stream()>>>(x.data<float>(), x.dim(0), x.dim(1), first_col,
+  launch("l2_norm_heads", l2_norm_heads_kernel, blocks(warps * 32), kThreads, 0, x.data<float>(), x.dim(0), x.dim(1), first_col,
                                                                       heads, head_dim, scale, eps);
-  check_launch("l2_norm_heads");
 }
 
 void CudaBackend::delta_rule_gates_impl(Tensor& b, Tensor& a, const Tensor& neg_a, const Tensor& dt_bias) {
   if (b.numel() == 0) return;
-  delta_gates_kernel<<<blocks(b.numel()), kThreads, 0, stream()>>>(b.data<float>(), a.data<float>(),
+  launch("delta_rule_gates", delta_gates_kernel, blocks(b.numel()), kThreads, 0, b.data<float>(), a.data<float>(),
                                                                    neg_a.data<float>(), dt_bias.data<float>(),
                                                                    b.dim(1), b.numel());
-  check_launch("delta_rule_gates");
 }
 
 void CudaBackend::gated_delta_rule_impl(const DeltaRuleShape& shape, const Tensor& qkv, const Tensor& g,
@@ -415,22 +397,20 @@ void CudaBackend::gated_delta_rule_impl(const DeltaRuleShape& shape, const Tenso
   const int64_t hist_rows = history ? history->dim(0) : 0;
   const int64_t group = hv / shape.key_heads;
   if (dk <= 128)
-    delta_rule_kernel<128><<<unsigned(hv), threads, 0, stream()>>>(
+    launch("gated_delta_rule", delta_rule_kernel<128>, unsigned(hv), threads, 0, 
         qkv.data<float>(), qkv.dim(1), shape.key_dim(), g.data<float>(), beta.data<float>(), qkv.dim(0), hv, group, dk,
         dv, state.data<float>(), out.data<float>(), hist, hist_rows, history_row);
   else
-    delta_rule_kernel<256><<<unsigned(hv), threads, 0, stream()>>>(
+    launch("gated_delta_rule", delta_rule_kernel<256>, unsigned(hv), threads, 0, 
         qkv.data<float>(), qkv.dim(1), shape.key_dim(), g.data<float>(), beta.data<float>(), qkv.dim(0), hv, group, dk,
         dv, state.data<float>(), out.data<float>(), hist, hist_rows, history_row);
-  check_launch("gated_delta_rule");
 }
 
 void CudaBackend::gated_rms_norm_impl(Tensor& x, const Tensor& z, const Tensor& w, float eps) {
   const int64_t rows = x.dim(0), d = x.dim(1);
   if (rows == 0) return;
-  gated_rms_norm_rows<<<unsigned(rows), row_threads(d), 0, stream()>>>(x.data<float>(), z.data<float>(),
+  launch("gated_rms_norm", gated_rms_norm_rows, unsigned(rows), row_threads(d), 0, x.data<float>(), z.data<float>(),
                                                                        w.data<float>(), eps, d);
-  check_launch("gated_rms_norm");
 }
 
 }  // namespace fathom::cuda

@@ -1,0 +1,137 @@
+// Recording, capturing and replaying decode steps as CUDA graphs.
+#include "backend/cuda/step_graph.h"
+
+#include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
+
+namespace fathom::cuda {
+
+std::vector<void*> RecordedCall::arg_pointers() {
+  std::vector<void*> p;
+  p.reserve(offsets.size());
+  for (uint32_t at : offsets) p.push_back(args.data() + at);
+  return p;
+}
+
+bool RecordedCall::same_launch(const RecordedCall& o) const {
+  return grid.x == o.grid.x && grid.y == o.grid.y && grid.z == o.grid.z && block.x == o.block.x &&
+         block.y == o.block.y && block.z == o.block.z && shared_bytes == o.shared_bytes && args == o.args;
+}
+
+namespace {
+
+// What must match for a graph to be replayed: the sequence of kernels and
+// opaque signatures (kernel arguments and grids may differ: nodes are updated).
+uint64_t shape_key(const std::vector<RecordedCall>& calls) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(calls.size());
+  for (const RecordedCall& c : calls) {
+    mix(reinterpret_cast<uintptr_t>(c.func));
+    for (uint64_t v : c.signature) mix(v);
+  }
+  return h;
+}
+
+bool same_shape(const std::vector<RecordedCall>& a, const std::vector<RecordedCall>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].func != b[i].func || a[i].signature != b[i].signature) return false;
+  return true;
+}
+
+void launch(RecordedCall& c, cudaStream_t stream) {
+  if (!c.is_kernel()) return c.run(stream);
+  std::vector<void*> args = c.arg_pointers();
+  check_cuda(cudaLaunchKernel(c.func, c.grid, c.block, args.data(), c.shared_bytes, stream), "launch a recorded kernel");
+}
+
+constexpr size_t kMaxGraphs = 8;
+
+}  // namespace
+
+struct StepGraphCache::Graph {
+  uint64_t key = 0;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<RecordedCall> calls;     // as the exec runs them now (run closures dropped)
+  std::vector<cudaGraphNode_t> nodes;  // each kernel call's node; null for opaque calls
+  ~Graph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  }
+};
+
+StepGraphCache::StepGraphCache() = default;
+StepGraphCache::~StepGraphCache() = default;
+
+void StepGraphCache::run_eagerly(std::vector<RecordedCall>& calls, cudaStream_t stream) {
+  for (RecordedCall& c : calls) launch(c, stream);
+}
+
+void StepGraphCache::run(std::vector<RecordedCall>& calls, cudaStream_t stream) {
+  const uint64_t key = shape_key(calls);
+  for (size_t g = graphs_.size(); g-- > 0;) {
+    Graph& graph = *graphs_[g];
+    if (graph.key != key || !same_shape(graph.calls, calls)) continue;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      RecordedCall& now = calls[i];
+      if (!now.is_kernel() || now.same_launch(graph.calls[i])) continue;
+      std::vector<void*> args = now.arg_pointers();
+      cudaKernelNodeParams p{};
+      p.func = const_cast<void*>(now.func);
+      p.gridDim = now.grid;
+      p.blockDim = now.block;
+      p.sharedMemBytes = unsigned(now.shared_bytes);
+      p.kernelParams = args.data();
+      check_cuda(cudaGraphExecKernelNodeSetParams(graph.exec, graph.nodes[i], &p), "update a step graph's kernel");
+      graph.calls[i].grid = now.grid;
+      graph.calls[i].block = now.block;
+      graph.calls[i].shared_bytes = now.shared_bytes;
+      graph.calls[i].args = now.args;
+      ++counts_.updated_nodes;
+    }
+    check_cuda(cudaGraphLaunch(graph.exec, stream), "launch a step graph");
+    ++counts_.replays;
+    // Most recently used last.
+    std::rotate(graphs_.begin() + ptrdiff_t(g), graphs_.begin() + ptrdiff_t(g) + 1, graphs_.end());
+    return;
+  }
+  capture(calls, stream, key);
+}
+
+void StepGraphCache::capture(std::vector<RecordedCall>& calls, cudaStream_t stream, uint64_t key) {
+  auto graph = std::make_unique<Graph>();
+  graph->key = key;
+  graph->nodes.assign(calls.size(), nullptr);
+  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin capturing a step");
+  try {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      launch(calls[i], stream);
+      if (!calls[i].is_kernel()) continue;
+      cudaStreamCaptureStatus status{};
+      const cudaGraphNode_t* deps = nullptr;
+      size_t count = 0;
+      check_cuda(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, nullptr, &count),
+                 "find a captured kernel's node");
+      check(status == cudaStreamCaptureStatusActive && count == 1, "cuda: capturing a step: the kernel of call ", i,
+            " left ", count, " graph nodes to depend on");
+      graph->nodes[i] = deps[0];
+    }
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(stream, &broken);
+    if (broken) cudaGraphDestroy(broken);
+    throw;
+  }
+  check_cuda(cudaStreamEndCapture(stream, &graph->graph), "end capturing a step");
+  check_cuda(cudaGraphInstantiate(&graph->exec, graph->graph, 0), "instantiate a step graph");
+  check_cuda(cudaGraphLaunch(graph->exec, stream), "launch a step graph");
+  ++counts_.captures;
+  for (RecordedCall& c : calls) c.run = nullptr;  // what they captured is in the graph
+  graph->calls = std::move(calls);
+  if (graphs_.size() == kMaxGraphs) graphs_.erase(graphs_.begin());
+  graphs_.push_back(std::move(graph));
+}
+
+}  // namespace fathom::cuda
