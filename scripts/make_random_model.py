@@ -2,7 +2,7 @@
 """Write a randomly initialised Hugging Face model folder with a real architecture shape.
 
 Usage:
-    /usr/bin/python3 scripts/make_random_model.py --shape qwen3-0.6b|llama-3.2-1b --out DIR [--seed N]
+    /usr/bin/python3 scripts/make_random_model.py --shape qwen3-0.6b|llama-3.2-1b|llama-3-8b --out DIR [--seed N]
     /usr/bin/python3 scripts/make_random_model.py --manifest DIR --out DIR [--seed N]
 
 --manifest takes a folder written by scripts/make_bench_manifests.py (config.json and
@@ -138,6 +138,25 @@ SHAPES = {
         },
         "qk_norm": False,
     },
+}
+
+# Llama-3-8B (Meta-Llama-3-8B's config.json): the 1B entry's layout at 8B's sizes.
+SHAPES["llama-3-8b"] = {
+    "config": {
+        **SHAPES["llama-3.2-1b"]["config"],
+        "head_dim": 128,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 8192,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "rope_scaling": None,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+        "tie_word_embeddings": False,
+    },
+    "generation_config": SHAPES["llama-3.2-1b"]["generation_config"],
+    "qk_norm": False,
 }
 
 # Tensor kinds -> how they are initialised.
