@@ -63,8 +63,8 @@ Tensor Model::forward(std::span<const SequenceStep> step) const {
       offset += s.logit_rows();
     }
     if (layout.segments.empty()) return out;
-    Tensor logits = replayable(layout) ? backend_->run_step([&] { return forward_step(layout); })
-                                       : forward_step(layout);
+    Tensor logits =
+        replayable(layout) ? backend_->run_step([&] { return forward_step(layout); }) : forward_step(layout);
     for (const auto& segment : layout.segments) segment.state->end_step(segment.rows);
     if (!split) return logits;
     for (size_t r = 0; r < dst.size(); ++r)

@@ -1,10 +1,9 @@
 // The CUDA backend: context, memory and matmul.
-#include "backend/cuda/cuda_backend.h"
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_factory.h"
 #include "core/error.h"
 
@@ -81,10 +80,14 @@ Tensor device_tensor(const std::shared_ptr<Context>& ctx, std::vector<int64_t> s
   if (reservation) count_reservation(Device::cuda, int64_t(bytes));
   else count_allocation(Device::cuda, int64_t(bytes));
   std::shared_ptr<const void> owner(p, [ctx, bytes, reservation](const void* q) {
-    if (q && ctx->recording) ctx->deferred_frees.push_back(const_cast<void*>(q));
-    else if (q) cudaFreeAsync(const_cast<void*>(q), ctx->stream);
-    if (reservation) count_reservation(Device::cuda, -int64_t(bytes));
-    else count_allocation(Device::cuda, -int64_t(bytes));
+    if (q && ctx->recording)
+      ctx->deferred_frees.push_back(const_cast<void*>(q));
+    else if (q)
+      cudaFreeAsync(const_cast<void*>(q), ctx->stream);
+    if (reservation)
+      count_reservation(Device::cuda, -int64_t(bytes));
+    else
+      count_allocation(Device::cuda, -int64_t(bytes));
   });
   return Tensor::borrow(p, std::move(shape), dtype, std::move(owner), Device::cuda);
 }
@@ -276,29 +279,20 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
     const float* bias = t.bias ? t.bias->data<float>() : nullptr;
     const bool w_bf16 = t.w->dtype() == DType::bf16;
     if (bf16_inputs && w_bf16 && gemv_enabled_ && gemv_bf16(xb, M, K, *t.w, bias, y)) continue;
-    if (bf16_inputs && w_bf16) {
-      // Column-major view: yᵀ [N, M] = w [N, K] (stored as K×N) transposed × xᵀ [K, M].
+    if (bf16_inputs || !w_bf16) {
+      // cuBLAS, column-major view: yᵀ [N, M] = w [N, K] (stored as K×N) transposed × xᵀ [K, M].
+      // bf16 products (both inputs bf16) or exact f32 ones (f32 weights).
       const void* w = t.w->raw();
-      enqueue({2, uint64_t(uintptr_t(w)), uint64_t(uintptr_t(xb)), uint64_t(uintptr_t(y)), uint64_t(M), uint64_t(N),
-               uint64_t(K)},
+      const void* xs = w_bf16 ? static_cast<const void*>(xb) : bf16_inputs ? x_rounded : x.data<float>();
+      const cudaDataType type = w_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+      const cublasComputeType_t compute = w_bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
+      enqueue({2, uint64_t(uintptr_t(w)), uint64_t(uintptr_t(xs)), uint64_t(uintptr_t(y)), uint64_t(M), uint64_t(N),
+               uint64_t(K), uint64_t(type)},
               [=, h = ctx_->cublas](cudaStream_t) {
                 const float one = 1.0f, zero = 0.0f;
-                check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, CUDA_R_16BF,
-                                          int(K), xb, CUDA_R_16BF, int(K), &zero, y, CUDA_R_32F, int(N),
-                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                             "bf16 matmul");
-              });
-    } else if (!w_bf16) {
-      const float* xs = bf16_inputs ? x_rounded : x.data<float>();
-      const void* w = t.w->raw();
-      enqueue({3, uint64_t(uintptr_t(w)), uint64_t(uintptr_t(xs)), uint64_t(uintptr_t(y)), uint64_t(M), uint64_t(N),
-               uint64_t(K)},
-              [=, h = ctx_->cublas](cudaStream_t) {
-                const float one = 1.0f, zero = 0.0f;
-                check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, CUDA_R_32F,
-                                          int(K), xs, CUDA_R_32F, int(K), &zero, y, CUDA_R_32F, int(N),
-                                          CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
-                             "f32 matmul");
+                check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, type, int(K),
+                                          xs, type, int(K), &zero, y, CUDA_R_32F, int(N), compute, CUBLAS_GEMM_DEFAULT),
+                             "matmul");
               });
     } else {
       const dim3 grid(unsigned((N + 31) / 32), unsigned((M + 31) / 32)), block(32, 8);

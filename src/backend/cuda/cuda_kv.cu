@@ -402,9 +402,11 @@ void CudaBackend::kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, c
   const float* signs = kv.format.codec == KvFormat::Codec::codebook ? rotation_signs(kv) : nullptr;
   const unsigned blocks = unsigned((count * heads * 2 + 127) / 128);  // a thread per (token, head, K or V)
   if (write) {
-    launch("kv_write", kv_write_kernel, blocks, 128, 0, l, table, row, count, heads, k.data<float>(), v.data<float>(), signs);
+    launch("kv_write", kv_write_kernel, blocks, 128, 0, l, table, row, count, heads, k.data<float>(), v.data<float>(),
+           signs);
   } else {
-    launch("kv_read", kv_read_kernel, blocks, 128, 0, l, table, row, count, heads, k.data<float>(), v.data<float>(), signs);
+    launch("kv_read", kv_read_kernel, blocks, 128, 0, l, table, row, count, heads, k.data<float>(), v.data<float>(),
+           signs);
   }
 }
 
@@ -428,7 +430,8 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
     signs = rotation_signs(kv);
     auto* rq = static_cast<float*>(scratch(kRotatedQ, q_in.nbytes()));
     device_copy(rq, q, q_in.nbytes());
-    launch("attention: rotate q", rotate_rows_kernel, unsigned((t * heads + 127) / 128), 128, 0, rq, t * heads, d, signs, false);
+    launch("attention: rotate q", rotate_rows_kernel, unsigned((t * heads + 127) / 128), 128, 0, rq, t * heads, d,
+           signs, false);
     q = rq;
   }
   // Keys split so that decode (one query row) still fills the GPU; the
@@ -440,10 +443,10 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
   // Blocks without splitting the keys; a decode row has only one per kv head,
   // so its keys are split further until the GPU has two blocks per SM (down
   // to one key tile per split).
-  const int64_t row_blocks = tiled ? (t + kTileQueries / group - 1) / (kTileQueries / group) * kv.kv_heads()
-                                   : (rows * 32 + 255) / 256;
-  const int64_t fill = std::min<int64_t>((2 * ctx_->sm_count + row_blocks - 1) / row_blocks,
-                                         (kv.length + kTileKeys - 1) / kTileKeys);
+  const int64_t row_blocks =
+      tiled ? (t + kTileQueries / group - 1) / (kTileQueries / group) * kv.kv_heads() : (rows * 32 + 255) / 256;
+  const int64_t fill =
+      std::min<int64_t>((2 * ctx_->sm_count + row_blocks - 1) / row_blocks, (kv.length + kTileKeys - 1) / kTileKeys);
   const int64_t splits = std::clamp<int64_t>(std::max((kv.length + split_keys - 1) / split_keys, fill), 1,
                                              std::max<int64_t>(1, kMaxPartialWarps / rows));
   const int64_t split_len = (kv.length + splits - 1) / splits;
@@ -452,19 +455,17 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
     const int64_t rows_per_tile = kTileQueries / group;
     const dim3 grid(unsigned((t + rows_per_tile - 1) / rows_per_tile), unsigned(kv.kv_heads()), unsigned(splits));
     launch("attention", attention_tiled_kernel, grid, kTiledThreads, 0, l, table, q, t, heads, kv.kv_heads(), p.scale,
-                                                                 p.first_position, p.window.value_or(0), splits,
-                                                                 split_len, partial);
+           p.first_position, p.window.value_or(0), splits, split_len, partial);
   } else {
     const dim3 grid(unsigned((rows * 32 + 255) / 256), unsigned(splits));
     launch("attention", attention_split_kernel, grid, 256, 0, l, table, q, t, heads, kv.kv_heads(), p.scale,
-                                                       p.first_position, p.window.value_or(0), splits, split_len,
-                                                       partial);
+           p.first_position, p.window.value_or(0), splits, split_len, partial);
   }
-  launch("attention: combine the splits", attention_combine_kernel, unsigned((rows * 32 + 255) / 256), 256, 0, partial, rows, splits, d,
-                                                                                   out.data<float>());
+  launch("attention: combine the splits", attention_combine_kernel, unsigned((rows * 32 + 255) / 256), 256, 0, partial,
+         rows, splits, d, out.data<float>());
   if (signs) {
-    launch("attention: rotate the output back", rotate_rows_kernel, unsigned((t * heads + 127) / 128), 128, 0, out.data<float>(), t * heads, d, signs,
-                                                                               true);
+    launch("attention: rotate the output back", rotate_rows_kernel, unsigned((t * heads + 127) / 128), 128, 0,
+           out.data<float>(), t * heads, d, signs, true);
   }
 }
 

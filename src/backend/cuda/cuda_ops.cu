@@ -248,26 +248,26 @@ void CudaBackend::rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Ten
   const int64_t d = w.numel(), rows = x.numel() / d;
   if (rows == 0) return;
   launch("rms_norm", rms_norm_rows, unsigned(rows), row_threads(d), 0, x.data<float>(), w.data<float>(), eps, d,
-                                                                   y.data<float>());
+         y.data<float>());
 }
 
 void CudaBackend::rope_impl(Tensor& x, const Tensor& cos, const Tensor& sin) {
   const int64_t n = x.dim(0) * x.dim(1) * cos.dim(1);
   if (n == 0) return;
   launch("rope", rope_rows, blocks(n), kThreads, 0, x.data<float>(), cos.data<float>(), sin.data<float>(), x.dim(0),
-                                                  x.dim(1), x.dim(2), cos.dim(1));
+         x.dim(1), x.dim(2), cos.dim(1));
 }
 
 void CudaBackend::silu_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) {
   if (gate.numel() == 0) return;
   launch("silu_mul", silu_mul_kernel, blocks(gate.numel()), kThreads, 0, gate.data<float>(), up.data<float>(),
-                                                                   out.data<float>(), gate.numel());
+         out.data<float>(), gate.numel());
 }
 
 void CudaBackend::gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) {
   if (gate.numel() == 0) return;
   launch("gelu_tanh_mul", gelu_tanh_mul_kernel, blocks(gate.numel()), kThreads, 0, gate.data<float>(), up.data<float>(),
-                                                                        out.data<float>(), gate.numel());
+         out.data<float>(), gate.numel());
 }
 
 void CudaBackend::add_inplace_impl(Tensor& x, const Tensor& y) {
@@ -286,15 +286,16 @@ void CudaBackend::embedding_impl(const Tensor& table, const std::vector<int32_t>
   const auto* dev_ids = static_cast<const int32_t*>(stage(kIds, ids.data(), ids.size() * 4));
   switch (table.dtype()) {
     case DType::f32:
-      launch("embedding", embedding_kernel<float>, blocks(n * d), kThreads, 0, table.data<float>(), dev_ids, n, d, out.data<float>());
+      launch("embedding", embedding_kernel<float>, blocks(n * d), kThreads, 0, table.data<float>(), dev_ids, n, d,
+             out.data<float>());
       break;
     case DType::bf16:
-      launch("embedding", embedding_kernel<__nv_bfloat16>, blocks(n * d), kThreads, 0, static_cast<const __nv_bfloat16*>(table.raw()),
-                                                                 dev_ids, n, d, out.data<float>());
+      launch("embedding", embedding_kernel<__nv_bfloat16>, blocks(n * d), kThreads, 0,
+             static_cast<const __nv_bfloat16*>(table.raw()), dev_ids, n, d, out.data<float>());
       break;
     case DType::f16:
-      launch("embedding", embedding_kernel<__half>, blocks(n * d), kThreads, 0, static_cast<const __half*>(table.raw()), dev_ids, n,
-                                                                 d, out.data<float>());
+      launch("embedding", embedding_kernel<__half>, blocks(n * d), kThreads, 0, static_cast<const __half*>(table.raw()),
+             dev_ids, n, d, out.data<float>());
       break;
     case DType::i32:
     case DType::u32:
@@ -316,29 +317,29 @@ void CudaBackend::soft_cap_impl(Tensor& x, float cap) {
 void CudaBackend::mul_columns_impl(Tensor& x, const Tensor& w) {
   if (x.numel() == 0) return;
   launch("mul_columns", mul_columns_kernel, blocks(x.numel()), kThreads, 0, x.data<float>(), w.data<float>(), w.numel(),
-                                                                   x.numel());
+         x.numel());
 }
 
 void CudaBackend::sigmoid_mul_impl(Tensor& x, const Tensor& gate) {
   if (x.numel() == 0) return;
   const int64_t per = gate.numel() == x.numel() ? 1 : x.numel() / x.dim(0);
   launch("sigmoid_mul", sigmoid_mul_kernel, blocks(x.numel()), kThreads, 0, x.data<float>(), gate.data<float>(), per,
-                                                                   x.numel());
+         x.numel());
 }
 
 void CudaBackend::copy_columns_impl(const Tensor& src, int64_t src_col, Tensor& dst, int64_t dst_col, int64_t width) {
   const int64_t rows = src.dim(0);
   if (rows * width == 0) return;
   launch("copy_columns", copy_columns_kernel, blocks(rows * width), kThreads, 0, src.data<float>(), src.dim(1), src_col,
-                                                                       dst.data<float>(), dst.dim(1), dst_col, rows,
-                                                                       width);
+         dst.data<float>(), dst.dim(1), dst_col, rows, width);
 }
 
 void CudaBackend::gather_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst) {
   const int64_t n = int64_t(rows.size()), d = src.dim(1);
   if (n * d == 0) return;
   const auto* dev_rows = static_cast<const int32_t*>(stage(kRows, rows.data(), rows.size() * 4));
-  launch("gather_rows", gather_rows_kernel, blocks(n * d), kThreads, 0, src.data<float>(), dev_rows, n, d, dst.data<float>());
+  launch("gather_rows", gather_rows_kernel, blocks(n * d), kThreads, 0, src.data<float>(), dev_rows, n, d,
+         dst.data<float>());
 }
 
 void CudaBackend::scatter_add_rows_impl(const Tensor& src, const std::vector<int32_t>& rows,
@@ -347,8 +348,8 @@ void CudaBackend::scatter_add_rows_impl(const Tensor& src, const std::vector<int
   if (n * d == 0) return;
   const auto* dev_rows = static_cast<const int32_t*>(stage(kRows, rows.data(), rows.size() * 4));
   const auto* dev_weights = static_cast<const float*>(stage(kWeights, weights.data(), weights.size() * 4));
-  launch("scatter_add_rows", scatter_add_rows_kernel, blocks(d), kThreads, 0, src.data<float>(), dev_rows, dev_weights, n, d,
-                                                                dst.data<float>());
+  launch("scatter_add_rows", scatter_add_rows_kernel, blocks(d), kThreads, 0, src.data<float>(), dev_rows, dev_weights,
+         n, d, dst.data<float>());
 }
 
 void CudaBackend::route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale,
@@ -357,31 +358,28 @@ void CudaBackend::route_top_k_impl(const Tensor& logits, int64_t k, bool renorma
   if (t == 0) return;
   Tensor probs = empty_impl({t, e}, DType::f32);
   launch("route_top_k", route_top_k_kernel, blocks(t), kThreads, 0, logits.data<float>(), t, e, k, renormalize,
-                                                           expert_scale ? expert_scale->data<float>() : nullptr,
-                                                           probs.data<float>(), ids.data<int32_t>(),
-                                                           weights.data<float>());
+         expert_scale ? expert_scale->data<float>() : nullptr, probs.data<float>(), ids.data<int32_t>(),
+         weights.data<float>());
 }
 
 void CudaBackend::causal_conv1d_silu_impl(const Tensor& x, const Tensor& weight, Tensor& state, Tensor& out) {
   const int64_t channels = x.dim(1);
   launch("causal_conv1d_silu", conv1d_silu_kernel, blocks(channels), kThreads, 0, x.data<float>(), x.dim(0), channels,
-                                                                  weight.data<float>(), weight.dim(1),
-                                                                  state.data<float>(), out.data<float>());
+         weight.data<float>(), weight.dim(1), state.data<float>(), out.data<float>());
 }
 
 void CudaBackend::l2_norm_heads_impl(Tensor& x, int64_t first_col, int64_t heads, int64_t head_dim, float scale,
                                      float eps) {
   const int64_t warps = x.dim(0) * heads;
   if (warps == 0) return;
-  launch("l2_norm_heads", l2_norm_heads_kernel, blocks(warps * 32), kThreads, 0, x.data<float>(), x.dim(0), x.dim(1), first_col,
-                                                                      heads, head_dim, scale, eps);
+  launch("l2_norm_heads", l2_norm_heads_kernel, blocks(warps * 32), kThreads, 0, x.data<float>(), x.dim(0), x.dim(1),
+         first_col, heads, head_dim, scale, eps);
 }
 
 void CudaBackend::delta_rule_gates_impl(Tensor& b, Tensor& a, const Tensor& neg_a, const Tensor& dt_bias) {
   if (b.numel() == 0) return;
   launch("delta_rule_gates", delta_gates_kernel, blocks(b.numel()), kThreads, 0, b.data<float>(), a.data<float>(),
-                                                                   neg_a.data<float>(), dt_bias.data<float>(),
-                                                                   b.dim(1), b.numel());
+         neg_a.data<float>(), dt_bias.data<float>(), b.dim(1), b.numel());
 }
 
 void CudaBackend::gated_delta_rule_impl(const DeltaRuleShape& shape, const Tensor& qkv, const Tensor& g,
@@ -397,20 +395,20 @@ void CudaBackend::gated_delta_rule_impl(const DeltaRuleShape& shape, const Tenso
   const int64_t hist_rows = history ? history->dim(0) : 0;
   const int64_t group = hv / shape.key_heads;
   if (dk <= 128)
-    launch("gated_delta_rule", delta_rule_kernel<128>, unsigned(hv), threads, 0, 
-        qkv.data<float>(), qkv.dim(1), shape.key_dim(), g.data<float>(), beta.data<float>(), qkv.dim(0), hv, group, dk,
-        dv, state.data<float>(), out.data<float>(), hist, hist_rows, history_row);
+    launch("gated_delta_rule", delta_rule_kernel<128>, unsigned(hv), threads, 0, qkv.data<float>(), qkv.dim(1),
+           shape.key_dim(), g.data<float>(), beta.data<float>(), qkv.dim(0), hv, group, dk, dv, state.data<float>(),
+           out.data<float>(), hist, hist_rows, history_row);
   else
-    launch("gated_delta_rule", delta_rule_kernel<256>, unsigned(hv), threads, 0, 
-        qkv.data<float>(), qkv.dim(1), shape.key_dim(), g.data<float>(), beta.data<float>(), qkv.dim(0), hv, group, dk,
-        dv, state.data<float>(), out.data<float>(), hist, hist_rows, history_row);
+    launch("gated_delta_rule", delta_rule_kernel<256>, unsigned(hv), threads, 0, qkv.data<float>(), qkv.dim(1),
+           shape.key_dim(), g.data<float>(), beta.data<float>(), qkv.dim(0), hv, group, dk, dv, state.data<float>(),
+           out.data<float>(), hist, hist_rows, history_row);
 }
 
 void CudaBackend::gated_rms_norm_impl(Tensor& x, const Tensor& z, const Tensor& w, float eps) {
   const int64_t rows = x.dim(0), d = x.dim(1);
   if (rows == 0) return;
   launch("gated_rms_norm", gated_rms_norm_rows, unsigned(rows), row_threads(d), 0, x.data<float>(), z.data<float>(),
-                                                                       w.data<float>(), eps, d);
+         w.data<float>(), eps, d);
 }
 
 }  // namespace fathom::cuda

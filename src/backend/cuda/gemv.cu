@@ -82,8 +82,8 @@ bool CudaBackend::gemv_bf16(const __nv_bfloat16* x, int64_t M, int64_t K, const 
     const __nv_bfloat16* xs = x + m0 * K;
     float* ys = y + m0 * N;
     switch (std::min<int64_t>(8, M - m0)) {
-#define FATHOM_GEMV_CASE(R) \
-  case R:                   \
+#define FATHOM_GEMV_CASE(R)                                                          \
+  case R:                                                                            \
     launch("matmul: gemv", gemv_bf16_kernel<R>, grid, block, 0, wp, xs, bias, ys, N, K, N); \
     break;
       FATHOM_GEMV_CASE(1)

@@ -40,8 +40,8 @@ class StepArena {
 
  private:
   struct Chunk {
-    Tensor device;           // [tensors region | staging region]
-    char* pinned = nullptr;  // host mirror of the staging region
+    Tensor device;                 // [tensors region | staging region]
+    char* pinned = nullptr;        // host mirror of the staging region
     cudaEvent_t copied = nullptr;  // the last flush's copy has read the mirror
     size_t tensor_bytes = 0, stage_bytes = 0;
     size_t tensor_used = 0, stage_used = 0;

@@ -43,7 +43,8 @@ bool same_shape(const std::vector<RecordedCall>& a, const std::vector<RecordedCa
 void launch(RecordedCall& c, cudaStream_t stream) {
   if (!c.is_kernel()) return c.run(stream);
   std::vector<void*> args = c.arg_pointers();
-  check_cuda(cudaLaunchKernel(c.func, c.grid, c.block, args.data(), c.shared_bytes, stream), "launch a recorded kernel");
+  check_cuda(cudaLaunchKernel(c.func, c.grid, c.block, args.data(), c.shared_bytes, stream),
+             "launch a recorded kernel");
 }
 
 constexpr size_t kMaxGraphs = 8;
