@@ -77,25 +77,14 @@ bool CudaBackend::gemv_bf16(const __nv_bfloat16* x, int64_t M, int64_t K, const 
   if (M > kGemvMaxRows || K % 8 != 0 || reinterpret_cast<uintptr_t>(w.raw()) % 16 != 0) return false;
   const auto* wp = static_cast<const __nv_bfloat16*>(w.raw());
   const dim3 grid(unsigned((N + kGemvWarps - 1) / kGemvWarps)), block(32 * kGemvWarps);
+  static constexpr decltype(&gemv_bf16_kernel<1>) kKernels[] = {
+      gemv_bf16_kernel<1>, gemv_bf16_kernel<2>, gemv_bf16_kernel<3>, gemv_bf16_kernel<4>,
+      gemv_bf16_kernel<5>, gemv_bf16_kernel<6>, gemv_bf16_kernel<7>, gemv_bf16_kernel<8>};
   // Eight rows of x at a time (the accumulators stay in registers).
   for (int64_t m0 = 0; m0 < M; m0 += 8) {
     const __nv_bfloat16* xs = x + m0 * K;
     float* ys = y + m0 * N;
-    switch (std::min<int64_t>(8, M - m0)) {
-#define FATHOM_GEMV_CASE(R)                                                          \
-  case R:                                                                            \
-    launch("matmul: gemv", gemv_bf16_kernel<R>, grid, block, 0, wp, xs, bias, ys, N, K, N); \
-    break;
-      FATHOM_GEMV_CASE(1)
-      FATHOM_GEMV_CASE(2)
-      FATHOM_GEMV_CASE(3)
-      FATHOM_GEMV_CASE(4)
-      FATHOM_GEMV_CASE(5)
-      FATHOM_GEMV_CASE(6)
-      FATHOM_GEMV_CASE(7)
-      FATHOM_GEMV_CASE(8)
-#undef FATHOM_GEMV_CASE
-    }
+    launch("matmul: gemv", kKernels[std::min<int64_t>(8, M - m0) - 1], grid, block, 0, wp, xs, bias, ys, N, K, N);
   }
   return true;
 }
