@@ -346,27 +346,60 @@ int64_t WeightStore::total_bytes() const {
 }
 
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
-  nlohmann::json header = nlohmann::json::object();
+  std::vector<SafetensorsWriter::Entry> entries;
+  for (const auto& [name, t] : tensors) entries.push_back({name, t.dtype(), t.shape()});
+  SafetensorsWriter writer(path, std::move(entries));
+  for (const auto& [_, t] : tensors) writer.write(t);
+  writer.finish();
+}
+
+size_t SafetensorsWriter::Entry::nbytes() const {
+  size_t n = dtype_size(dtype);
+  for (int64_t d : shape) n *= size_t(d);
+  return n;
+}
+
+SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Entry> entries)
+    : path_(path), entries_(std::move(entries)) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
   size_t offset = 0;
-  for (auto& [name, t] : tensors) {
-    check(t.dtype() == DType::f32 || t.dtype() == DType::bf16 || t.dtype() == DType::f16 || t.dtype() == DType::u32,
-          "write_safetensors: ", name, " has unsupported dtype ", dtype_name(t.dtype()));
-    const char* dt = t.dtype() == DType::f32    ? "F32"
-                     : t.dtype() == DType::bf16 ? "BF16"
-                     : t.dtype() == DType::f16  ? "F16"
-                                                : "U32";
-    header[name] = {{"dtype", dt}, {"shape", t.shape()}, {"data_offsets", {offset, offset + t.nbytes()}}};
-    offset += t.nbytes();
+  for (const Entry& e : entries_) {
+    check(e.dtype == DType::f32 || e.dtype == DType::bf16 || e.dtype == DType::f16 || e.dtype == DType::u32,
+          "write_safetensors: ", e.name, " has unsupported dtype ", dtype_name(e.dtype));
+    const char* dt = e.dtype == DType::f32    ? "F32"
+                     : e.dtype == DType::bf16 ? "BF16"
+                     : e.dtype == DType::f16  ? "F16"
+                                              : "U32";
+    header[e.name] = {{"dtype", dt}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.nbytes()}}};
+    offset += e.nbytes();
   }
   std::string text = header.dump();
   while ((8 + text.size()) % 8) text += ' ';
-  std::ofstream out(path, std::ios::binary);
-  check(bool(out), "write_safetensors: cannot create ", path);
+  out_ = std::make_unique<std::ofstream>(path, std::ios::binary);
+  check(bool(*out_), "write_safetensors: cannot create ", path);
   const uint64_t len = text.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out.write(text.data(), std::streamsize(text.size()));
-  for (auto& [_, t] : tensors) out.write(static_cast<const char*>(t.raw()), std::streamsize(t.nbytes()));
-  check(bool(out), "write_safetensors: write failed for ", path);
+  out_->write(reinterpret_cast<const char*>(&len), 8);
+  out_->write(text.data(), std::streamsize(text.size()));
 }
+
+void SafetensorsWriter::write(const Tensor& t) {
+  check(next_ < entries_.size(), "write_safetensors: ", path_, " has ", entries_.size(), " tensors; one more was written");
+  const Entry& e = entries_[next_];
+  check(t.dtype() == e.dtype && t.shape() == e.shape, "write_safetensors: ", e.name, " was declared ",
+        dtype_name(e.dtype), " ", nlohmann::json(e.shape).dump(), ", written as ", dtype_name(t.dtype()), " ",
+        t.shape_string());
+  out_->write(static_cast<const char*>(t.raw()), std::streamsize(t.nbytes()));
+  check(bool(*out_), "write_safetensors: write failed for ", path_);
+  ++next_;
+}
+
+void SafetensorsWriter::finish() {
+  check(next_ == entries_.size(), "write_safetensors: ", path_, ": ", next_, " of ", entries_.size(),
+        " tensors written");
+  out_->close();
+  check(!out_->fail(), "write_safetensors: write failed for ", path_);
+}
+
+SafetensorsWriter::~SafetensorsWriter() = default;
 
 }  // namespace fathom

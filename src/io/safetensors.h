@@ -6,6 +6,7 @@
 // memory backed by 2 MiB pages and the file mapping is dropped: decode streams
 // every weight once per token, and huge pages make that stream faster.
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,6 +64,31 @@ std::map<std::string, StoredTensor> read_safetensors_headers(const std::string& 
 
 // Writes tensors (f32/bf16/f16/u32) to a .safetensors file; used by tests and tools.
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
+
+// A .safetensors file written a tensor at a time: the header (every tensor's
+// name, dtype and shape, in the order given) goes first, then each tensor's
+// bytes in that order, so a writer holds one tensor in memory, not the file.
+class SafetensorsWriter {
+ public:
+  struct Entry {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    size_t nbytes() const;
+  };
+  SafetensorsWriter(const std::string& path, std::vector<Entry> entries);
+  // The next entry's bytes: its dtype and shape must be the entry's.
+  void write(const Tensor& t);
+  // Checks that every entry was written and the file is complete.
+  void finish();
+  ~SafetensorsWriter();
+
+ private:
+  std::string path_;
+  std::vector<Entry> entries_;
+  size_t next_ = 0;
+  std::unique_ptr<std::ofstream> out_;
+};
 
 DType parse_safetensors_dtype(const std::string& name);  // throws for unsupported
 

@@ -74,9 +74,9 @@ Tensor Model::forward(std::span<const SequenceStep> step) const {
 }
 
 bool Model::replayable(const StepLayout& layout) const {
-  // Decode rows and verify spans, the steps whose time goes to launching many
-  // small ops; a mixture of experts reads its routing back in the middle of
-  // the step, which a recorded step cannot.
+  // Decode rows and verify spans: many small ops, which a device may run
+  // better as one recorded unit. A mixture of experts reads its routing back
+  // in the middle of the step, which a recorded step cannot.
   const ModelConfig& c = config();
   return layout.rows() <= kReplayableStepRows && c.num_experts == 0 && !c.enable_moe_block;
 }

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -95,6 +96,27 @@ Tensor stack_experts(const WeightStore& store, const SwitchStack& s) {
   return out;
 }
 
+// One tensor of the written folder's source: a stored tensor or a stack of
+// experts, kept as it is or quantized into codes, scales and biases.
+struct Source {
+  std::string name;
+  const SwitchStack* stack = nullptr;  // the experts stacked into it, or null
+  std::optional<QuantParams> params;   // nullopt: kept as stored
+  std::vector<SafetensorsWriter::Entry> outputs;
+};
+
+// Reads (or stacks) a source, quantizes it if asked, and writes its outputs.
+void write_source(SafetensorsWriter& writer, const WeightStore& store, const Source& src) {
+  const Tensor t = src.stack ? stack_experts(store, *src.stack) : store.get(src.name);
+  if (!src.params) return writer.write(t);
+  const int64_t cols = t.dim(-1), rows = t.numel() / cols;
+  const Tensor affine = quantize_affine(t.reshape({rows, cols}), src.params->bits, src.params->group_size, t.dtype());
+  const AffineQuant& aq = affine.affine_quant();
+  writer.write(Tensor::borrow(affine.raw(), src.outputs[0].shape, DType::u32, std::make_shared<Tensor>(affine)));
+  writer.write(aq.scales.reshape(src.outputs[1].shape));
+  writer.write(aq.biases.reshape(src.outputs[2].shape));
+}
+
 }  // namespace
 
 QuantizeReport quantize_folder(const std::string& in, const std::string& out, const QuantizeOptions& o) {
@@ -103,6 +125,7 @@ QuantizeReport quantize_folder(const std::string& in, const std::string& out, co
   check(o.group_size == 32 || o.group_size == 64 || o.group_size == 128, "quantize: --group-size ", o.group_size,
         " is not supported (32, 64 or 128)");
   if (!o.mixed.empty()) recipe_bits(o.mixed);
+  check(o.max_shard_bytes > 0, "quantize: the largest shard must be positive, got ", o.max_shard_bytes, " bytes");
   std::error_code ec;
   check(fs::is_directory(in, ec), "quantize: model folder not found: ", in);
   check(!fs::exists(out, ec) || !fs::equivalent(in, out, ec), "quantize: --out must not be the input folder");
@@ -126,39 +149,60 @@ QuantizeReport quantize_folder(const std::string& in, const std::string& out, co
   QuantizationConfig q;
   q.defaults = {o.mixed.empty() ? o.bits : recipe_bits(o.mixed).first, o.mixed.empty() ? o.group_size : 64};
   QuantizeReport report;
-  std::map<std::string, Tensor> written;
-  auto add = [&](const std::string& name, const Tensor& t) {
+  // The plan first (from the headers: names, dtypes, shapes), then each shard
+  // written a source tensor at a time, so that memory holds one tensor (or one
+  // stack of experts) and its codes, never the model.
+  std::vector<Source> sources;
+  auto plan = [&](const std::string& name, DType dtype, std::vector<int64_t> shape, const SwitchStack* stack) {
+    Source& src = sources.emplace_back();
+    src.name = name;
+    src.stack = stack;
     // Linear and Embedding weights (matrices) and switch layers (stacks of them).
-    const bool quantizable = ends_with(name, ".weight") && (t.rank() == 2 || (t.rank() == 3 && stacks.count(name)));
-    report.bytes_in += int64_t(t.nbytes());
+    const bool quantizable = ends_with(name, ".weight") && (shape.size() == 2 || stack);
     const std::string module = quantizable ? name.substr(0, name.size() - 7) : name;
-    const std::optional<QuantParams> p =
-        quantizable ? params_for(module, t.dim(-1), o, model.num_layers) : std::nullopt;
-    if (!p) {
+    src.params = quantizable ? params_for(module, shape.back(), o, model.num_layers) : std::nullopt;
+    const SafetensorsWriter::Entry stored{name, dtype, shape};
+    report.bytes_in += int64_t(stored.nbytes());
+    if (!src.params) {
       if (quantizable) ++report.kept_modules;
-      written[name] = t;
-      report.bytes_out += int64_t(t.nbytes());
-      return;
+      src.outputs = {stored};
+    } else {
+      check(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, "quantize: ", name, " is ",
+            dtype_name(dtype), ", not a float weight");
+      std::vector<int64_t> codes = shape, groups = shape;
+      codes.back() = shape.back() * src.params->bits / 32;
+      groups.back() = shape.back() / src.params->group_size;
+      src.outputs = {{name, DType::u32, codes}, {module + ".scales", dtype, groups}, {module + ".biases", dtype, groups}};
+      ++report.quantized_modules;
+      if (!o.mixed.empty() || *src.params != q.defaults) q.modules[module] = *src.params;
     }
-    const int64_t rows = t.numel() / t.dim(-1), cols = t.dim(-1);
-    check(t.dtype() == DType::f32 || t.dtype() == DType::bf16 || t.dtype() == DType::f16, "quantize: ", name,
-          " is ", dtype_name(t.dtype()), ", not a float weight");
-    const Tensor affine = quantize_affine(t.reshape({rows, cols}), p->bits, p->group_size, t.dtype());
-    const AffineQuant& aq = affine.affine_quant();
-    std::vector<int64_t> codes_shape = t.shape(), groups_shape = t.shape();
-    codes_shape.back() = cols * p->bits / 32;
-    groups_shape.back() = cols / p->group_size;
-    // The codes' storage lives as long as the affine tensor does.
-    written[name] = Tensor::borrow(affine.raw(), codes_shape, DType::u32, std::make_shared<Tensor>(affine));
-    written[module + ".scales"] = aq.scales.reshape(groups_shape);
-    written[module + ".biases"] = aq.biases.reshape(groups_shape);
-    report.bytes_out += int64_t(affine.nbytes() + aq.scales.nbytes() + aq.biases.nbytes());
-    ++report.quantized_modules;
-    if (!o.mixed.empty() || *p != q.defaults) q.modules[module] = *p;
+    for (const auto& e : src.outputs) report.bytes_out += int64_t(e.nbytes());
   };
-  for (const auto& name : names)
-    if (!stacked_part.count(name)) add(name, store.get(name));
-  for (const auto& [name, s] : stacks) add(name, stack_experts(store, s));
+  for (const auto& name : names) {
+    if (stacked_part.count(name)) continue;
+    const StoredTensor& info = store.info(name);
+    plan(name, parse_safetensors_dtype(info.dtype), info.shape, nullptr);
+  }
+  for (const auto& [name, s] : stacks) {
+    const StoredTensor& first = store.info(s.parts.begin()->second);
+    check(first.shape.size() == 2, "quantize: expert weight ", s.parts.begin()->second, " is not a matrix");
+    plan(name, parse_safetensors_dtype(first.dtype), {int64_t(s.parts.size()), first.shape[0], first.shape[1]}, &s);
+  }
+
+  // Shards of at most max_shard_bytes (a source's tensors stay together; one
+  // larger than that has a shard of its own).
+  std::vector<std::vector<const Source*>> shards;
+  size_t shard_bytes = 0;
+  for (const Source& src : sources) {
+    size_t bytes = 0;
+    for (const auto& e : src.outputs) bytes += e.nbytes();
+    if (shards.empty() || (shard_bytes > 0 && shard_bytes + bytes > size_t(o.max_shard_bytes))) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(&src);
+    shard_bytes += bytes;
+  }
 
   fs::create_directories(out, ec);
   check(!ec, "quantize: cannot create ", out, ": ", ec.message());
@@ -169,8 +213,31 @@ QuantizeReport quantize_folder(const std::string& in, const std::string& out, co
     fs::copy_file(entry.path(), fs::path(out) / file, fs::copy_options::overwrite_existing, ec);
     check(!ec, "quantize: cannot copy ", entry.path().string(), ": ", ec.message());
   }
-  fs::remove(fs::path(out) / "model.safetensors.index.json", ec);
-  write_safetensors((fs::path(out) / "model.safetensors").string(), written);
+  // Weights an earlier run left in OUT would mix with these.
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind("model", 0) == 0 && file.find(".safetensors") != std::string::npos) fs::remove(entry.path(), ec);
+  }
+  json weight_map = json::object();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    char file[64];
+    std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    const std::string name = shards.size() == 1 ? "model.safetensors" : file;
+    std::vector<SafetensorsWriter::Entry> entries;
+    for (const Source* src : shards[i])
+      for (const auto& e : src->outputs) {
+        entries.push_back(e);
+        weight_map[e.name] = name;
+      }
+    SafetensorsWriter writer((fs::path(out) / name).string(), std::move(entries));
+    for (const Source* src : shards[i]) write_source(writer, store, *src);
+    writer.finish();
+  }
+  if (shards.size() > 1) {
+    std::ofstream f(fs::path(out) / "model.safetensors.index.json");
+    f << json{{"metadata", {{"total_size", report.bytes_out}}}, {"weight_map", weight_map}}.dump(2) << "\n";
+    check(bool(f), "quantize: cannot write ", (fs::path(out) / "model.safetensors.index.json").string());
+  }
   config["quantization"] = q.to_json();
   config["quantization_config"] = q.to_json();
   std::ofstream f(fs::path(out) / "config.json");

@@ -1,6 +1,7 @@
 #pragma once
 // `fathom quantize`: a Hugging Face folder (f32, bf16 or f16 weights) written
-// once as an MLX-format folder that fathom and mlx-lm both load: every Linear
+// once as an MLX-format folder that fathom and mlx-lm both load, a tensor at a
+// time (memory holds one tensor, not the model): every Linear
 // and Embedding weight whose rows split into whole groups becomes U32 codes
 // with .scales and .biases (in the weight's own float dtype), config.json gets
 // the "quantization" block (mirrored as "quantization_config"), MoE experts are
@@ -19,6 +20,10 @@ struct QuantizeOptions {
   // and v_proj/down_proj of the first and last eighth of the layers and of
   // every third layer between (groups of 64).
   std::string mixed;
+  // Shards of at most this many bytes (a tensor larger than that gets one of
+  // its own), model-0000i-of-0000N.safetensors with an index; one shard is
+  // model.safetensors. mlx-lm's default, 5 GB.
+  int64_t max_shard_bytes = 5'000'000'000;
 };
 
 struct QuantizeReport {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <cstring>
 
 #include "backend/affine_weights.h"
 #include "engine/generator.h"
@@ -150,6 +152,58 @@ TEST(QuantizedFolder, MixedRecipeGivesMoreBitsWhereMlxLmDoes) {
   LoadOptions o;
   EXPECT_NO_THROW(load_model(out.string(), o));
   fs::remove_all(out);
+}
+
+// A small shard limit splits the written folder into numbered shards with an
+// index (a source's codes, scales and biases together; stacked experts too),
+// and the model loads from them exactly as from one file.
+TEST(QuantizedFolder, ShardsHoldAtMostTheLimitAndLoadAsOneFile) {
+  for (const std::string fixture : {"llama_gqa_untied", "qwen3_moe_tiny"}) {
+    SCOPED_TRACE(fixture);
+    uint64_t seed = 0;
+    auto rng = fresh_rng(&seed);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const fs::path in = fs::path(FATHOM_FIXTURES_DIR) / "parity" / fixture;
+    const fs::path one = scratch_dir("one_shard"), many = scratch_dir("shards");
+    const QuantizeReport whole = quantize_folder(in.string(), one.string(), {4, 32, ""});
+    EXPECT_TRUE(fs::exists(one / "model.safetensors"));
+    EXPECT_FALSE(fs::exists(one / "model.safetensors.index.json"));
+    const int64_t limit = 200'000;
+    const QuantizeReport split = quantize_folder(in.string(), many.string(), {4, 32, "", limit});
+    EXPECT_EQ(split.bytes_out, whole.bytes_out);
+    EXPECT_FALSE(fs::exists(many / "model.safetensors"));
+    const json index = read_json(many / "model.safetensors.index.json");
+    EXPECT_EQ(index["metadata"]["total_size"].get<int64_t>(), whole.bytes_out);
+    std::map<std::string, std::vector<std::string>> files;  // shard → its tensors
+    for (const auto& [name, file] : index["weight_map"].items()) files[file.get<std::string>()].push_back(name);
+    ASSERT_GT(files.size(), 1u);
+    for (const auto& [file, tensors] : files) {
+      const WeightStore shard = WeightStore::open_file((many / file).string());
+      EXPECT_EQ(shard.names().size(), tensors.size()) << file;
+      // Over the limit only when one tensor (with its scales and biases) is.
+      std::set<std::string> modules;
+      for (const auto& name : tensors) modules.insert(name.substr(0, name.rfind('.')));
+      EXPECT_TRUE(shard.total_bytes() <= limit || modules.size() == 1) << file << ": " << shard.total_bytes();
+    }
+    const WeightStore a = WeightStore::open_folder(one.string()), b = WeightStore::open_folder(many.string());
+    ASSERT_EQ(a.names(), b.names());
+    for (const auto& name : a.names()) {
+      const Tensor x = a.get(name), y = b.get(name);
+      ASSERT_EQ(x.shape(), y.shape()) << name;
+      EXPECT_EQ(0, std::memcmp(x.raw(), y.raw(), x.nbytes())) << name;
+    }
+    LoadOptions o;
+    auto m1 = load_model(one.string(), o), m2 = load_model(many.string(), o);
+    const auto ids = testing::random_ids(9, m1->config().vocab_size, rng);
+    auto s1 = m1->new_state(16), s2 = m2->new_state(16);
+    const Tensor l1 = m1->forward(ids, *s1, true), l2 = m2->forward(ids, *s2, true);
+    EXPECT_EQ(0, std::memcmp(l1.raw(), l2.raw(), l1.nbytes()));
+    fs::remove_all(one);
+    fs::remove_all(many);
+  }
+  EXPECT_THROW(quantize_folder((fs::path(FATHOM_FIXTURES_DIR) / "parity" / "llama_gqa_untied").string(),
+                               scratch_dir("bad_shard").string(), {4, 32, "", 0}),
+               Error);
 }
 
 TEST(QuantizedFolder, BadFoldersAreErrorsNamingTheTensorOrEntry) {

@@ -1,9 +1,10 @@
 // The CUDA backend: context, memory and matmul.
+#include "backend/cuda/cuda_backend.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_factory.h"
 #include "core/error.h"
 
@@ -80,14 +81,10 @@ Tensor device_tensor(const std::shared_ptr<Context>& ctx, std::vector<int64_t> s
   if (reservation) count_reservation(Device::cuda, int64_t(bytes));
   else count_allocation(Device::cuda, int64_t(bytes));
   std::shared_ptr<const void> owner(p, [ctx, bytes, reservation](const void* q) {
-    if (q && ctx->recording)
-      ctx->deferred_frees.push_back(const_cast<void*>(q));
-    else if (q)
-      cudaFreeAsync(const_cast<void*>(q), ctx->stream);
-    if (reservation)
-      count_reservation(Device::cuda, -int64_t(bytes));
-    else
-      count_allocation(Device::cuda, -int64_t(bytes));
+    if (q && ctx->recording) ctx->deferred_frees.push_back(const_cast<void*>(q));
+    else if (q) cudaFreeAsync(const_cast<void*>(q), ctx->stream);
+    if (reservation) count_reservation(Device::cuda, -int64_t(bytes));
+    else count_allocation(Device::cuda, -int64_t(bytes));
   });
   return Tensor::borrow(p, std::move(shape), dtype, std::move(owner), Device::cuda);
 }
