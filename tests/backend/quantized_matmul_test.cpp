@@ -241,22 +241,30 @@ TEST(QuantizedMatmul, PackedGemvMatchesTheReference) {
               sums(size_t(m * k / group), 0.0f);
           if (planes) cpu::quant_gemv_planes(x.data<float>(), m, k, bits, bf16, x_planes.data());
           for (int64_t i = 0; i < m * k; ++i) sums[size_t(i / group)] += x.data<float>()[i];
-          cpu::QuantMatmulArgs a = kernel_args(x, w.w);
-          a.x_planes = planes ? x_planes.data() : nullptr;
-          a.bf16_planes = planes && bf16;
-          a.x_group_sums = sums.data();
-          std::vector<float> got(size_t(m * n), NAN), ref(size_t(m * n), NAN);
-          a.y = got.data();
-          cpu::quant_gemv_avx512(a, 3, n);  // a column range, as a thread gets
-          a.y = ref.data();
-          cpu::quant_matmul_reference(a, 3, n);
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < 3; ++j)
-              EXPECT_TRUE(std::isnan(got[size_t(i * n + j)])) << "wrote outside its range";
-          expect_matmul_close(got.data(), ref, x, dequantize_affine(w.w),
-                              std::to_string(bits) + " bits, group " + std::to_string(group) +
-                                  ", M=" + std::to_string(m) + (bf16 ? ", bf16 x" : ", f32 x"),
-                              3);
+          // 3, 5 and 6 bits with bf16 x also run on x in bf16 (vdpbf16ps; with AVX512-VBMI).
+          std::vector<bf16_t> xb(size_t(m * k));
+          for (int64_t i = 0; i < m * k; ++i) xb[size_t(i)] = f32_to_bf16(x.data<float>()[i]);
+          for (const bool with_xb : {false, true}) {
+            if (with_xb && (planes || !bf16)) continue;
+            cpu::QuantMatmulArgs a = kernel_args(x, w.w);
+            a.x_planes = planes ? x_planes.data() : nullptr;
+            a.bf16_planes = planes && bf16;
+            a.x_group_sums = sums.data();
+            a.xb = with_xb ? xb.data() : nullptr;
+            std::vector<float> got(size_t(m * n), NAN), ref(size_t(m * n), NAN);
+            a.y = got.data();
+            cpu::quant_gemv_avx512(a, 3, n);  // a column range, as a thread gets
+            a.y = ref.data();
+            cpu::quant_matmul_reference(a, 3, n);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < 3; ++j)
+                EXPECT_TRUE(std::isnan(got[size_t(i * n + j)])) << "wrote outside its range";
+            expect_matmul_close(got.data(), ref, x, dequantize_affine(w.w),
+                                std::to_string(bits) + " bits, group " + std::to_string(group) +
+                                    ", M=" + std::to_string(m) + (bf16 ? ", bf16 x" : ", f32 x") +
+                                    (with_xb ? " (bf16 pairs)" : ""),
+                                3);
+          }
         }
 }
 

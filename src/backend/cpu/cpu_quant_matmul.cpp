@@ -82,6 +82,7 @@ void CpuBackend::quant_matmul_one(QuantMatmulArgs& a, const bf16_t* xb, bool bf1
     a.bf16_planes = bf16_inputs;
     if (!quant_gemv_planes_take(a.bits, a.K)) {
       a.x_planes = nullptr;
+      a.xb = xb;
     } else if (!a.x_planes) {
       const int64_t plane_elements = a.M * quant_gemv_plane_elements(a.bits, a.K, bf16_inputs);
       Tensor& planes = grow(quant_planes_, plane_elements * (bf16_inputs ? 2 : 4) / 4, DType::f32);

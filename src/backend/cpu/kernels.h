@@ -77,6 +77,9 @@ Isa detect_isa();
 // use them (arch_prctl ARCH_REQ_XCOMP_PERM for the tile data, asked once).
 // FATHOM_AMX=0 in the environment turns them off (to compare the paths).
 bool amx_bf16_available();
+// Whether the processor has AVX512-VBMI (byte permutes across the whole
+// vector): the 3-, 5- and 6-bit GEMV on bf16 x uses them.
+bool avx512_vbmi_available();
 const char* isa_name(Isa isa);
 
 // dst[i] = bf16(src[i]), rounding to nearest even.
@@ -113,6 +116,7 @@ struct QuantMatmulArgs {
   const void* x_planes = nullptr;       // x in quant_gemv's order (quant_gemv_planes), f32 or bf16, or null
   bool bf16_planes = false;             // x_planes are bf16 (bf16 compute: multiplied with vdpbf16ps)
   const float* x_group_sums = nullptr;  // [M, K / group]: Σ x over each group (the bias term)
+  const bf16_t* xb = nullptr;           // [M, K]: x in bf16 (bf16 compute), or null
   const uint32_t* codes = nullptr;   // [N, K · bits / 32]
   const void* scales = nullptr;      // [N, K / group]
   const void* biases = nullptr;      // [N, K / group]

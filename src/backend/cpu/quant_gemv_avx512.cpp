@@ -232,6 +232,80 @@ void rows_any(const QuantMatmulArgs& a, int64_t n, int64_t m0, const ByteCodes& 
     a.y[(m0 + r) * a.N + n] = _mm512_reduce_add_ps(acc[r]) + tail[r] + (a.bias ? a.bias[n] : 0.0f);
 }
 
+// 3, 5 and 6 bits on bf16 x (bf16 compute, AVX512-VBMI): 32 codes (4·BITS
+// bytes) at a time into 16-bit lanes — a byte permute brings each code's two
+// bytes into its lane, a shift per lane aligns it — each looked up as the bf16
+// value of code − center (vpermw reads an index's low 5 bits, vpermi2w 6, so
+// the next code's bits above need no mask), then multiplied with x in pairs
+// (vdpbf16ps): f32 lane i sums values 2i and 2i + 1, of one group.
+template <int BITS>
+struct PairCodes {
+  __m512i picks, shifts, lo, hi;  // lo/hi: the bf16 values of codes 0–31 and 32–63
+  PairCodes() {
+    alignas(64) uint8_t pick[64];
+    alignas(64) uint16_t shift[32], value[64];
+    for (int j = 0; j < 32; ++j) {
+      pick[2 * j] = uint8_t(j * BITS / 8);
+      pick[2 * j + 1] = uint8_t(j * BITS / 8 + 1);
+      shift[j] = uint16_t(j * BITS % 8);
+    }
+    for (int i = 0; i < 64; ++i) value[i] = f32_to_bf16(float(i % (1 << BITS) - (1 << (BITS - 1))));
+    picks = _mm512_load_si512(pick);
+    shifts = _mm512_load_si512(shift);
+    lo = _mm512_load_si512(value);
+    hi = _mm512_load_si512(value + 32);
+  }
+};
+
+template <int BITS, int R, DType PD>
+__attribute__((target("avx512vbmi"))) void rows_pairs(const QuantMatmulArgs& a, int64_t n, int64_t m0,
+                                                      const PairCodes<BITS>& c, float* scales) {
+  constexpr int64_t kChunkBytes = 4 * BITS;  // 32 codes
+  const int64_t groups = a.K / a.group, row_bytes = a.K * BITS / 8;
+  const uint8_t* row = reinterpret_cast<const uint8_t*>(a.codes) + n * row_bytes;
+  const __mmask64 chunk = (__mmask64(1) << kChunkBytes) - 1;  // the load never leaves the row
+  __m512 acc[R];
+  start_row<R, PD>(a, n, m0, code_center(BITS, false), scales, acc);
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512 part[R];
+    for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
+    for (int64_t i = g * a.group; i < (g + 1) * a.group; i += 32) {
+      const uint8_t* at = row + i / 32 * kChunkBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(at) + kPrefetchBytes, _MM_HINT_T0);
+      const __m512i bytes = _mm512_maskz_loadu_epi8(chunk, at);
+      const __m512i codes = _mm512_srlv_epi16(_mm512_permutexvar_epi8(c.picks, bytes), c.shifts);
+      __m512i q;
+      if constexpr (BITS == 6) q = _mm512_permutex2var_epi16(c.lo, codes, c.hi);
+      else q = _mm512_permutexvar_epi16(codes, c.lo);
+      for (int r = 0; r < R; ++r)
+        part[r] = _mm512_dpbf16_ps(part[r], (__m512bh)q, (__m512bh)_mm512_loadu_si512(a.xb + (m0 + r) * a.K + i));
+    }
+    const __m512 s = _mm512_set1_ps(scales[g]);
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], s, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) a.y[(m0 + r) * a.N + n] = _mm512_reduce_add_ps(acc[r]) + (a.bias ? a.bias[n] : 0.0f);
+}
+
+template <int BITS, DType PD>
+void gemv_pairs(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
+  std::vector<float>& scales = row_scales_scratch(a);
+  static const PairCodes<BITS> codes;
+  for (int64_t n = n0; n < n1; ++n) {
+    int64_t m = 0;
+    for (; m + 4 <= a.M; m += 4) rows_pairs<BITS, 4, PD>(a, n, m, codes, scales.data());
+    for (; m < a.M; ++m) rows_pairs<BITS, 1, PD>(a, n, m, codes, scales.data());
+  }
+}
+
+template <int BITS>
+void gemv_pairs_params(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
+  switch (a.params) {
+    case DType::f32: return gemv_pairs<BITS, DType::f32>(a, n0, n1);
+    case DType::f16: return gemv_pairs<BITS, DType::f16>(a, n0, n1);
+    default: return gemv_pairs<BITS, DType::bf16>(a, n0, n1);
+  }
+}
+
 template <DType PD>
 void gemv_any(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   std::vector<float>& scales = row_scales_scratch(a);
@@ -286,6 +360,13 @@ void quant_gemv_planes(const float* x, int64_t M, int64_t K, int bits, bool bf16
 }
 
 void quant_gemv_avx512(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
+  if (!a.x_planes && a.xb && a.group % 32 == 0 && avx512_vbmi_available()) {
+    switch (a.bits) {
+      case 3: return gemv_pairs_params<3>(a, n0, n1);
+      case 5: return gemv_pairs_params<5>(a, n0, n1);
+      case 6: return gemv_pairs_params<6>(a, n0, n1);
+    }
+  }
   if (!a.x_planes) {
     switch (a.params) {
       case DType::f32: return gemv_any<DType::f32>(a, n0, n1);

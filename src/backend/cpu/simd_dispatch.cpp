@@ -43,6 +43,18 @@ bool amx_bf16_available() {
   return available;
 }
 
+bool avx512_vbmi_available() {
+#if defined(__x86_64__)
+  static const bool available = [] {
+    __builtin_cpu_init();
+    return detect_isa() == Isa::avx512 && __builtin_cpu_supports("avx512vbmi");
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::avx512: return "avx512";
