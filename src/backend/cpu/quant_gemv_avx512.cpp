@@ -297,15 +297,6 @@ void gemv_pairs(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
-template <int BITS>
-void gemv_pairs_params(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
-  switch (a.params) {
-    case DType::f32: return gemv_pairs<BITS, DType::f32>(a, n0, n1);
-    case DType::f16: return gemv_pairs<BITS, DType::f16>(a, n0, n1);
-    default: return gemv_pairs<BITS, DType::bf16>(a, n0, n1);
-  }
-}
-
 template <DType PD>
 void gemv_any(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   std::vector<float>& scales = row_scales_scratch(a);
@@ -317,12 +308,13 @@ void gemv_any(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
-template <int BITS>
-void gemv_params(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
-  switch (a.params) {
-    case DType::f32: return gemv<BITS, DType::f32>(a, n0, n1);
-    case DType::f16: return gemv<BITS, DType::f16>(a, n0, n1);
-    default: return gemv<BITS, DType::bf16>(a, n0, n1);
+// f<PD>() for the dtype of the scales and biases.
+template <class F>
+void by_params(DType params, F&& f) {
+  switch (params) {
+    case DType::f32: return f.template operator()<DType::f32>();
+    case DType::f16: return f.template operator()<DType::f16>();
+    default: return f.template operator()<DType::bf16>();
   }
 }
 
@@ -360,25 +352,20 @@ void quant_gemv_planes(const float* x, int64_t M, int64_t K, int bits, bool bf16
 }
 
 void quant_gemv_avx512(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
-  if (!a.x_planes && a.xb && a.group % 32 == 0 && avx512_vbmi_available()) {
-    switch (a.bits) {
-      case 3: return gemv_pairs_params<3>(a, n0, n1);
-      case 5: return gemv_pairs_params<5>(a, n0, n1);
-      case 6: return gemv_pairs_params<6>(a, n0, n1);
-    }
-  }
-  if (!a.x_planes) {
-    switch (a.params) {
-      case DType::f32: return gemv_any<DType::f32>(a, n0, n1);
-      case DType::f16: return gemv_any<DType::f16>(a, n0, n1);
-      default: return gemv_any<DType::bf16>(a, n0, n1);
-    }
-  }
-  switch (a.bits) {
-    case 2: return gemv_params<2>(a, n0, n1);
-    case 4: return gemv_params<4>(a, n0, n1);
-    case 8: return gemv_params<8>(a, n0, n1);
-  }
+  const bool pairs = !a.x_planes && a.xb && a.group % 32 == 0 && avx512_vbmi_available();
+  by_params(a.params, [&]<DType PD>() {
+    if (a.x_planes) switch (a.bits) {
+        case 2: return gemv<2, PD>(a, n0, n1);
+        case 4: return gemv<4, PD>(a, n0, n1);
+        case 8: return gemv<8, PD>(a, n0, n1);
+      }
+    if (pairs) switch (a.bits) {
+        case 3: return gemv_pairs<3, PD>(a, n0, n1);
+        case 5: return gemv_pairs<5, PD>(a, n0, n1);
+        case 6: return gemv_pairs<6, PD>(a, n0, n1);
+      }
+    gemv_any<PD>(a, n0, n1);  // any width, x as it is
+  });
 }
 
 }  // namespace fathom::cpu
