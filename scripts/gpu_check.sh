@@ -48,12 +48,13 @@ bench() { "$bin/fathom_bench" --model /tmp/model --dtype bf16 --repeat 3 "$@" 2>
   [ "${HF:-1}" = 1 ] && echo "transformers: $(python3 scripts/hf_generate_speed.py /tmp/model --prompt-tokens 512 --gen-tokens 64 2>/dev/null)"
 } | tee "$out/speed.log"
 
-# PROFILE=1: GPU time per kernel over two decode steps (after a few warm ones),
-# to compare with the step's wall time (the rest is the host's).
+# PROFILE=1: each op's GPU time per decoded token (ops launched one by one and
+# waited for: FATHOM_CUDA_SYNC_OPS=1 with graphs off; each op also carries a
+# wait of ~10 µs). ncu over a whole step took longer than a device call may.
 if [ "${PROFILE:-0}" = 1 ]; then
-  echo "== decode kernels (ncu, 2 steps)"
-  ncu --clock-control none --print-summary per-kernel --launch-skip 3000 --launch-count 1300 \
-    "$bin/fathom_bench" --model /tmp/model --device cuda --dtype bf16 --prompt-tokens 512 --gen-tokens 12 \
-    --synthetic-context > "$out/profile.log" 2>&1
-  grep -E "^  [^ ].*\(|gpu__time_duration.sum|Duration" "$out/profile.log" | head -80
+  echo "== decode ops (each waited for)"
+  FATHOM_CUDA_GRAPHS=0 FATHOM_CUDA_SYNC_OPS=1 "$bin/fathom_bench" --model /tmp/model --device cuda --dtype bf16 \
+    --prompt-tokens 512 --gen-tokens 32 --synthetic-context --profile-ops 2>&1 | tee "$out/profile.log" |
+    tr -d ' \n' | grep -o '"decode_ops.*"decode_outside_ops_ms_per_token":[^,]*'
+  echo
 fi

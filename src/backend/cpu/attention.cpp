@@ -219,12 +219,12 @@ void combine_decode_segments(const float* parts, const float* lses, int64_t segm
   for (int64_t qi = 0; qi < nq; ++qi) {
     float top = -INFINITY;
     for (int64_t s = 0; s < segments; ++s) top = std::max(top, lses[s * nq + qi]);
-    float total = 0.0f;
-    for (int64_t s = 0; s < segments; ++s) total += std::exp(lses[s * nq + qi] - top);
+    float weight[kDecodeMaxSegments], total = 0.0f;
+    for (int64_t s = 0; s < segments; ++s) total += weight[s] = std::exp(lses[s * nq + qi] - top);
     float* o = out + qi * d;
     std::fill(o, o + d, 0.0f);
     for (int64_t s = 0; s < segments; ++s) {
-      const float w = std::exp(lses[s * nq + qi] - top) / total;
+      const float w = weight[s] / total;
       const float* part = parts + (s * nq + qi) * d;
       for (int64_t i = 0; i < d; ++i) o[i] += w * part[i];
     }
