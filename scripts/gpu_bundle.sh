@@ -25,7 +25,7 @@ static=(-l:libpcre2-8.a -l:libutf8proc.a -lpthread -Wl,--gc-sections)
 case "$what" in
   tests)
     g++ -O2 -std=c++20 -Isrc -Itests -DFATHOM_FIXTURES_DIR="\"$PWD/tests/fixtures\"" tests/backend/op_suite_test.cpp \
-      tests/parity/device_parity_test.cpp -o "$stage/gpu_tests" "${libs[@]}" "${cuda[@]}" -lgtest_main -lgtest \
+      tests/parity/device_parity_test.cpp tests/parity/device_memory_test.cpp -o "$stage/gpu_tests" "${libs[@]}" "${cuda[@]}" -lgtest_main -lgtest \
       "${static[@]}" ;;
   bench)
     g++ -O2 -std=c++20 -Isrc bench/bench_only_main.cpp src/cli/cmd_bench.cpp src/cli/common_options.cpp \

@@ -5,10 +5,11 @@
 # against eager ones; fathom_bench measures decode/prefill speed of a
 # random-weight model of a real shape on the GPU (decode with step graphs on
 # and off) and its host CPU.
-#   [BATCHES="8 32"] [HF=0] [CPU=0] scripts/gpu_check.sh [shape]   (qwen3-0.6b, the default, llama-3.2-1b, …)
+#   [BATCHES="8 32"] [HF=0] [CPU=0] [GRAPHS_OFF=1] scripts/gpu_check.sh ["shape …"]
+#   (qwen3-0.6b, the default, llama-3-8b, llama-3.2-1b; several run one after another)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-shape=${1:-qwen3-0.6b}
+shapes=${1:-qwen3-0.6b}
 out=${OUT:-/tmp/gpu_check}
 mkdir -p "$out"
 bin=/tmp/fathom-device
@@ -22,38 +23,47 @@ lscpu | grep 'Model name'
 
 if [ -x "$bin/gpu_tests" ]; then
 echo "== op suite and fixture parity on cuda"
-"$bin/gpu_tests" --gtest_filter='*OpSuite*/cuda:*DeviceParity*' --gtest_brief=1 2>&1 | tee "$out/tests.log" | tail -60
+"$bin/gpu_tests" --gtest_filter='*OpSuite*/cuda:*DeviceParity*:*DeviceMemory*' --gtest_brief=1 2>&1 | tee "$out/tests.log" | tail -60
 fi
 [ -x "$bin/fathom_bench" ] || exit 0
 
 echo "ceilings: $(python3 scripts/gpu_ceilings.py 2>/dev/null)"
-echo "== speed: $shape, random bf16 weights (decode: 64 tokens after a synthetic context; medians of 3)"
-python3 scripts/make_random_model.py --shape "$shape" --out /tmp/model >/dev/null
-fields() { tr -d ' \n' | grep -o '"\(decode_tok_s\|prefill_tok_s\|weight_bytes\|kv_bytes\|replays\|captures\|updated_nodes\)":[^,}]*' | tr '\n' ' '; }
-bench() { "$bin/fathom_bench" --model /tmp/model --dtype bf16 --repeat 3 "$@" 2>&1 | fields; }
-{
-  for depth in 512 8192; do
-    echo "cuda decode at $depth: $(bench --device cuda --prompt-tokens "$depth" --gen-tokens 64 --synthetic-context)"
-    echo "cuda decode at $depth, graphs off: $(FATHOM_CUDA_GRAPHS=0 bench --device cuda --prompt-tokens "$depth" \
-      --gen-tokens 64 --synthetic-context)"
-  done
-  for batch in ${BATCHES:-}; do
-    echo "cuda decode, batch $batch at 512: $(bench --device cuda --prompt-tokens 512 --gen-tokens 64 --batch "$batch" \
+fields() { tr -d ' \n' | grep -o '"\(decode_tok_s\|prefill_tok_s\|weight_bytes\|kv_bytes\|device_peak_bytes\|device_contract_bytes\|replays\|captures\|updated_nodes\)":[^,}]*' | tr '\n' ' '; }
+# In memory (tmpfs) where it is large enough (a container's /dev/shm may be 64 MB).
+model=/dev/shm/model
+[ "$(df --output=avail -B1G /dev/shm 2>/dev/null | tail -1)" -ge 40 ] 2>/dev/null || model=/tmp/model
+bench() { "$bin/fathom_bench" --model "$model" --dtype bf16 --repeat 3 "$@" 2>&1 | fields; }
+for shape in $shapes; do
+  echo "== speed: $shape, random bf16 weights (decode: 64 tokens after a synthetic context; medians of 3)"
+  # Drawn on the GPU: the 8B shape's 16 GB take seconds, not minutes.
+  rm -rf "$model"
+  python3 scripts/make_random_model.py --shape "$shape" --out "$model" --torch-cuda 2>&1 | tail -1
+  {
+    for depth in 512 8192; do
+      echo "$shape cuda decode at $depth: $(bench --device cuda --prompt-tokens "$depth" --gen-tokens 64 --synthetic-context)"
+      [ "${GRAPHS_OFF:-0}" = 1 ] && echo "$shape cuda decode at $depth, graphs off: $(FATHOM_CUDA_GRAPHS=0 bench \
+        --device cuda --prompt-tokens "$depth" --gen-tokens 64 --synthetic-context)"
+    done
+    for batch in ${BATCHES:-}; do
+      echo "$shape cuda decode, batch $batch at 512: $(bench --device cuda --prompt-tokens 512 --gen-tokens 64 \
+        --batch "$batch" --synthetic-context)"
+    done
+    for prompt in 512 2048; do
+      echo "$shape cuda prefill $prompt: $(bench --device cuda --prompt-tokens "$prompt" --gen-tokens 1)"
+    done
+    [ "${CPU:-1}" = 1 ] && echo "$shape cpu decode at 512: $(bench --device cpu --prompt-tokens 512 --gen-tokens 64 \
       --synthetic-context)"
-  done
-  for prompt in 512 2048; do
-    echo "cuda prefill $prompt: $(bench --device cuda --prompt-tokens "$prompt" --gen-tokens 1)"
-  done
-  [ "${CPU:-1}" = 1 ] && echo "cpu decode at 512: $(bench --device cpu --prompt-tokens 512 --gen-tokens 64 --synthetic-context)"
-  [ "${HF:-1}" = 1 ] && echo "transformers: $(python3 scripts/hf_generate_speed.py /tmp/model --prompt-tokens 512 --gen-tokens 64 2>/dev/null)"
-} | tee "$out/speed.log"
+    [ "${HF:-1}" = 1 ] && echo "$shape transformers: $(python3 scripts/hf_generate_speed.py "$model" \
+      --prompt-tokens 512 --gen-tokens 64 2>/dev/null)"
+  } | tee -a "$out/speed.log"
+done
 
 # PROFILE=1: each op's GPU time per decoded token (ops launched one by one and
 # waited for: FATHOM_CUDA_SYNC_OPS=1 with graphs off; each op also carries a
 # wait of ~10 µs). ncu over a whole step took longer than a device call may.
 if [ "${PROFILE:-0}" = 1 ]; then
   echo "== decode ops (each waited for)"
-  FATHOM_CUDA_GRAPHS=0 FATHOM_CUDA_SYNC_OPS=1 "$bin/fathom_bench" --model /tmp/model --device cuda --dtype bf16 \
+  FATHOM_CUDA_GRAPHS=0 FATHOM_CUDA_SYNC_OPS=1 "$bin/fathom_bench" --model "$model" --device cuda --dtype bf16 \
     --prompt-tokens 512 --gen-tokens 32 --synthetic-context --profile-ops 2>&1 | tee "$out/profile.log" |
     tr -d ' \n' | grep -o '"decode_ops.*"decode_outside_ops_ms_per_token":[^,]*'
   echo

@@ -3,6 +3,7 @@
 
 Usage:
     /usr/bin/python3 scripts/make_random_model.py --shape qwen3-0.6b|llama-3.2-1b|llama-3-8b --out DIR [--seed N]
+        [--torch-cuda]
     /usr/bin/python3 scripts/make_random_model.py --manifest DIR --out DIR [--seed N]
 
 --manifest takes a folder written by scripts/make_bench_manifests.py (config.json and
@@ -253,6 +254,29 @@ def gen_chunks(kind, shape, rng, chunk_elems):
         done += n
 
 
+def gen_chunks_torch(kind, shape, seed, chunk_elems):
+    """gen_chunks' distributions drawn by torch on the GPU (other numbers than
+    numpy's, as deterministic per seed): an 8B-parameter model in seconds, where
+    numpy on one core takes minutes."""
+    import torch
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    total = numel(shape)
+    done = 0
+    while done < total:
+        n = min(chunk_elems, total - done)
+        x = torch.randn(n, generator=gen, device="cuda", dtype=torch.float32)
+        if kind == LINEAR:
+            x *= 1.0 / np.sqrt(shape[-1])
+        elif kind == NORM:
+            x = x * 0.05 + 1.0
+        elif kind == SMALL:
+            x *= 0.05
+        elif kind == ONE:
+            x.fill_(1.0)
+        yield x.to(torch.bfloat16).view(torch.int16).cpu().numpy()
+        done += n
+
+
 def build_header(entries):
     """entries: [(name, shape, offset_begin, offset_end)] -> padded header bytes."""
     hdr = {"__metadata__": {"format": "pt"}}
@@ -289,6 +313,8 @@ def main():
                     help="split into several safetensors files above this size (default 2e9)")
     ap.add_argument("--chunk-elems", type=int, default=1 << 24,
                     help="elements generated per step (memory use ~ 10 bytes each)")
+    ap.add_argument("--torch-cuda", action="store_true",
+                    help="draw the weights with torch on the GPU (fast; other numbers than numpy's)")
     args = ap.parse_args()
 
     t0 = time.time()
@@ -338,8 +364,11 @@ def main():
             f.write(header)
             for idx in idxs:
                 name, shape, kind = tensors[idx]
-                rng = np.random.default_rng([args.seed, idx])
-                for chunk in gen_chunks(kind, shape, rng, args.chunk_elems):
+                if args.torch_cuda:
+                    chunks = gen_chunks_torch(kind, shape, args.seed * 1000003 + idx, args.chunk_elems)
+                else:
+                    chunks = gen_chunks(kind, shape, np.random.default_rng([args.seed, idx]), args.chunk_elems)
+                for chunk in chunks:
                     f.write(chunk.tobytes())  # numpy is little-endian on x86/arm
                 total_params += numel(shape)
         total_bytes += off

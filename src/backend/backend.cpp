@@ -68,6 +68,28 @@ void Backend::rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
   rope_impl(x, cos, sin);
 }
 
+void Backend::add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, Tensor& out) {
+  const OpScope scope(profile_, "add_rms_norm");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &y, &w, &out})
+    expect_f32(*t, "add_rms_norm", "every tensor");
+  check(x.rank() >= 1 && w.rank() == 1 && x.dim(-1) == w.numel(), "add_rms_norm: x ", x.shape_string(),
+        " and weight ", w.shape_string(), " disagree");
+  check(y.numel() == x.numel() && out.numel() == x.numel(), "add_rms_norm: x ", x.shape_string(), ", y ",
+        y.shape_string(), " and out ", out.shape_string(), " disagree");
+  add_rms_norm_impl(x, y, w, eps, out);
+}
+
+void Backend::rms_norm_rope(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin) {
+  const OpScope scope(profile_, "rms_norm_rope");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &cos, &sin})
+    expect_f32(*t, "rms_norm_rope", "every tensor");
+  check(x.rank() == 3 && w.rank() == 1 && w.numel() == x.dim(2), "rms_norm_rope: x ", x.shape_string(),
+        " and weight ", w.shape_string(), " disagree");
+  check(cos.rank() == 2 && cos.shape() == sin.shape() && cos.dim(0) == x.dim(0) && 2 * cos.dim(1) <= x.dim(2),
+        "rms_norm_rope: x ", x.shape_string(), " and cos ", cos.shape_string(), " disagree");
+  rms_norm_rope_impl(x, w, eps, cos, sin);
+}
+
 void Backend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   const OpScope scope(profile_, "silu_mul");
   for (const Tensor* t : {&gate, &up}) expect_f32(*t, "silu_mul", "inputs");
@@ -129,24 +151,36 @@ void Backend::attention(const Tensor& q, const KvView& kv, const AttentionParams
 
 namespace fathom {
 
-std::shared_ptr<Backend> make_backend(const std::string& device) {
-  if (device == "cpu") return make_cpu_backend();
-  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
-    int index = 0;
-    if (device != "cuda") {
-      const std::string digits = device.substr(5);
-      check(!digits.empty() && digits.size() < 4 && digits.find_first_not_of("0123456789") == std::string::npos,
-            "--device ", device, ": the device index must be a number (cuda:0, cuda:1, ...)");
-      index = std::stoi(digits);
-    }
-#ifdef FATHOM_WITH_CUDA
-    return make_cuda_backend(index);
-#else
-    (void)index;
-    fail("--device ", device, ": this build of fathom has no CUDA backend (it was built without nvcc)");
-#endif
+DeviceSpec parse_device(const std::string& device) {
+  if (device == "cpu") return {Device::cpu, 0};
+  if (device == "cuda") return {Device::cuda, 0};
+  if (device.rfind("cuda:", 0) == 0) {
+    const std::string digits = device.substr(5);
+    check(!digits.empty() && digits.size() < 4 && digits.find_first_not_of("0123456789") == std::string::npos,
+          "--device ", device, ": the device index must be a number (cuda:0, cuda:1, ...)");
+    return {Device::cuda, std::stoi(digits)};
   }
   fail("--device: unknown device \"", device, "\" (cpu, cuda or cuda:N)");
+}
+
+std::shared_ptr<Backend> make_backend(const std::string& device) {
+  const DeviceSpec spec = parse_device(device);
+  if (spec.kind == Device::cpu) return make_cpu_backend();
+#ifdef FATHOM_WITH_CUDA
+  return make_cuda_backend(spec.index);
+#else
+  fail("--device ", device, ": this build of fathom has no CUDA backend (it was built without nvcc)");
+#endif
+}
+
+int64_t gpu_free_bytes(const std::string& device) {
+  const DeviceSpec spec = parse_device(device);
+  check(spec.kind == Device::cuda, "--device ", device, " is not a GPU");
+#ifdef FATHOM_WITH_CUDA
+  return cuda_free_bytes(spec.index);
+#else
+  fail("--device ", device, ": this build of fathom has no CUDA backend (it was built without nvcc)");
+#endif
 }
 
 }  // namespace fathom

@@ -90,6 +90,14 @@ class Backend {
   // Rotates the first 2·cos.dim(1) features of every head, halves style
   // (HF rotate_half): x [T, heads, head_dim]; cos, sin [T, rotary_dim / 2].
   void rope(Tensor& x, const Tensor& cos, const Tensor& sin);
+  // Two ops a decoder layer runs back to back, as one op so that a device can
+  // fuse them (one pass over the rows, one launch); the results are those of
+  // the two ops in turn. add_rms_norm: x += y, then out = rms_norm(x, w) (a
+  // residual add and the next sublayer's norm); out may be y.
+  void add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, Tensor& out);
+  // rms_norm_rope: each head's vector of x [T, heads, head_dim] normed with w
+  // [head_dim] in place, then rope (Qwen3's and Gemma's q/k norms).
+  void rms_norm_rope(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin);
   // out = silu(gate) * up, all [rows, D] f32.
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
   // out = gelu_tanh(gate) * up, all [rows, D] f32; gelu_tanh(x) =
@@ -195,6 +203,15 @@ class Backend {
                                      const Tensor& beta, int64_t chunk, Tensor& state, Tensor& out, Tensor* history,
                                      int64_t history_row) = 0;
   virtual void gated_rms_norm_impl(Tensor& x, const Tensor& z, const Tensor& w, float eps) = 0;
+  // The fused pairs default to their two ops; a device overrides them where fusing pays.
+  virtual void add_rms_norm_impl(Tensor& x, const Tensor& y, const Tensor& w, float eps, Tensor& out) {
+    add_inplace_impl(x, y);
+    rms_norm_impl(x, w, eps, out);
+  }
+  virtual void rms_norm_rope_impl(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin) {
+    rms_norm_impl(x, w, eps, x);
+    rope_impl(x, cos, sin);
+  }
 
  private:
   OpProfile* profile_ = nullptr;
@@ -207,5 +224,14 @@ std::shared_ptr<Backend> make_cpu_backend();
 // The backend for a device named on the command line: "cpu", "cuda" or
 // "cuda:N". A device this build or machine cannot run is an error that says why.
 std::shared_ptr<Backend> make_backend(const std::string& device);
+// What a --device name means: the kind and, for cuda, the index ("cuda" is 0).
+struct DeviceSpec {
+  Device kind = Device::cpu;
+  int index = 0;
+};
+DeviceSpec parse_device(const std::string& device);
+// The memory free on a GPU named by --device now (the memory contract's
+// default budget there); an error where the device cannot be used.
+int64_t gpu_free_bytes(const std::string& device);
 
 }  // namespace fathom

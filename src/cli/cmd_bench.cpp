@@ -197,6 +197,14 @@ Command add_bench_command(CLI::App& app) {
         {"kv_bytes", kv_bytes},
         {"peak_rss_bytes", peak_resident_bytes()},
     };
+    if (contract.device() == Device::cuda) {
+      // The GPU's memory: the most this run held there (tensors and KV slabs)
+      // against what the contract bills for its sequences.
+      const int64_t context = o->prompt_tokens + o->gen_tokens;
+      out["device_peak_bytes"] = allocated_peak_bytes(Device::cuda) + reserved_bytes(Device::cuda);
+      out["device_contract_bytes"] =
+          contract.predict(context, o->batch, policy->chunk_size(o->prompt_tokens, context)).total();
+    }
     if (!spec_out.is_null()) out["spec"] = spec_out;
     if (const Backend::StepReplays r = model->backend().step_replays(); r.replays + r.captures > 0)
       out["step_graphs"] = {{"replays", r.replays}, {"captures", r.captures}, {"updated_nodes", r.updated_nodes}};

@@ -281,7 +281,7 @@ Command add_chat_command(CLI::App& app) {
     o->speculation.add_to_contract(contract, o->model);
     const auto policy = o->model.prefill_policy(contract);
     const int64_t budget = o->model.budget_bytes();
-    const int64_t fixed = contract.weights_bytes() + contract.speculation_fixed_bytes() + MemoryContract::runtime_bytes();
+    const int64_t fixed = contract.weights_bytes() + contract.speculation_fixed_bytes() + contract.runtime_bytes();
     check(fixed < budget, "chat: the weights (", fixed, " bytes with the runtime) do not fit the memory budget of ",
           budget, " bytes");
     const int64_t window = contract.config().max_position_embeddings;

@@ -1,7 +1,8 @@
 // fathom fit --model DIR [--ctx N] [--sequences S] [--memory-budget SIZE] [--json] ...
 // Whether a model, a context, a KV scheme and a number of sequences fit in
-// memory, from config.json and the safetensors headers alone; the longest
-// context and the most sequences that do, and where every byte goes.
+// memory (with --device cuda, the GPU's), from config.json and the
+// safetensors headers alone; the longest context and the most sequences that
+// do, and where every byte goes.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -15,20 +16,23 @@
 namespace fathom::cli {
 namespace {
 
-void print_table(const FitAnswer& a, const MemoryContract& contract, const std::string& budget_source) {
+void print_table(const FitAnswer& a, const MemoryContract& contract, const std::string& device,
+                 const std::string& budget_source) {
   const MemoryBreakdown& b = a.breakdown;
   auto row = [](const char* what, int64_t bytes, const std::string& note) {
     std::printf("  %-10s %14lld  %10s  %s\n", what, (long long)bytes, format_bytes(bytes).c_str(), note.c_str());
   };
-  std::printf("%s, %s compute, KV %s, %lld sequence%s of %lld tokens, prefill chunk %lld\n",
-              contract.config().model_type.c_str(), compute_dtype_name(contract.dtype()),
+  std::printf("%s on %s, %s compute, KV %s, %lld sequence%s of %lld tokens, prefill chunk %lld\n",
+              contract.config().model_type.c_str(), device.c_str(), compute_dtype_name(contract.dtype()),
               contract.kv_scheme().cache_key().c_str(), (long long)b.sequences, b.sequences == 1 ? "" : "s",
               (long long)b.context, (long long)b.prefill_chunk);
   std::printf("  %-10s %14s  %10s\n", "term", "bytes", "");
   row("weights", b.weights, "as loaded: stored tensors plus f32 norms/routers and dtype conversions");
   row("kv", b.kv, "KV and recurrent state of every sequence at its peak");
   row("transient", b.transient, "one step: activations, logits, attention tiles");
-  row("runtime", b.runtime, "the process itself (measured once)");
+  row("runtime", b.runtime,
+      contract.device() == Device::cuda ? "the CUDA backend's own: cuBLAS workspace, step arena, a KV slab"
+                                        : "the process itself (measured once)");
   if (contract.draft_tokens() > 0)
     row("spec", b.speculation, "speculative decoding: draft model, recurrent step states, verify rows, draft cache");
   row("total", b.total(), "");
@@ -71,18 +75,18 @@ Command add_fit_command(CLI::App& app) {
     const int64_t budget = o->model.budget_bytes();
     const std::string budget_source =
         o->model.memory_budget.empty()
-            ? "default: " + std::to_string(int(kDefaultBudgetFraction * 100)) + "% of MemAvailable (" +
-                  format_bytes(mem_available_bytes()) + ")"
+            ? "default: " + default_budget_source(o->model.device)
             : "--memory-budget " + o->model.memory_budget;
     const FitAnswer a = fit_memory(contract, ctx, o->sequences, budget, o->model.prefill_chunk);
     if (!o->json) {
-      print_table(a, contract, budget_source);
+      print_table(a, contract, o->model.device, budget_source);
       return 0;
     }
     const MemoryBreakdown& b = a.breakdown;
     nlohmann::json out = {
         {"model", o->model.model_dir},
         {"model_type", contract.config().model_type},
+        {"device", o->model.device},
         {"dtype", compute_dtype_name(contract.dtype())},
         {"threads", o->model.thread_count()},
         {"ctx", b.context},

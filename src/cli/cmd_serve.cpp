@@ -158,9 +158,9 @@ Command add_serve_command(CLI::App& app) {
     o->speculation.add_to_contract(contract, o->model);
     const int64_t budget = o->model.budget_bytes();
     const int64_t weights = contract.weights_bytes() + contract.speculation_fixed_bytes();
-    const int64_t predicted_fixed = weights + MemoryContract::runtime_bytes();
+    const int64_t predicted_fixed = weights + contract.runtime_bytes();
     check(predicted_fixed < budget, "serve: the weights (", weights, " bytes, draft model included) and the runtime (",
-          MemoryContract::runtime_bytes(), " bytes) do not fit the memory budget of ", budget, " bytes");
+          contract.runtime_bytes(), " bytes) do not fit the memory budget of ", budget, " bytes");
     Tokenizer tokenizer = Tokenizer::load(o->model.model_dir);
     ChatTemplate chat_template = ChatTemplate::from_model_dir(o->model.model_dir);
     auto model = load_with_progress(o->model);
@@ -168,8 +168,10 @@ Command add_serve_command(CLI::App& app) {
                                                          : model->config().max_position_embeddings;
     const auto drafter = o->speculation.make_drafter(*model, o->model, window);
     // What the server holds beyond the engine's contract (the tokenizer, the
-    // chat template, HTTP threads) is measured now and charged as fixed.
-    const int64_t overhead = std::max<int64_t>(0, resident_bytes() - predicted_fixed);
+    // chat template, HTTP threads) is measured now and charged as fixed. On a
+    // GPU the budget is device memory: what the backend holds there is measured.
+    const int64_t measured = contract.device() == Device::cuda ? allocated_bytes(Device::cuda) : resident_bytes();
+    const int64_t overhead = std::max<int64_t>(0, measured - predicted_fixed);
     // The policy sizes chunks in what the budget leaves once that is held.
     const auto policy = o->model.prefill_policy(contract, budget - overhead);
     o->server.prefix_cache_bytes = prefix_cache_bytes(o->prefix_cache, budget - predicted_fixed - overhead);

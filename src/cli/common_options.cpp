@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "backend/backend.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "engine/memory_budget.h"
@@ -33,7 +34,8 @@ void ModelOptions::add_to(CLI::App& app) {
   app.add_option("--prefill-chunk", prefill_chunk,
                  "tokens per prefill chunk (default: the largest up to 512 that the memory budget allows)");
   app.add_option("--memory-budget", memory_budget,
-                 "memory the process may use, e.g. 12GiB, 800MB, 1.5GB (default: 90% of MemAvailable)");
+                 "memory the model may use, e.g. 12GiB, 800MB, 1.5GB (default: 90% of MemAvailable; with "
+                 "--device cuda, of the GPU's free memory)");
   app.add_option("--kv-quant", kv_quant, "KV cache: off, 2, 3, 4, 6, 8 (affine bits) or config (kv_config.json)")
       ->capture_default_str();
   app.add_option("--kv-group-size", kv_group_size, "affine KV group size along head_dim: 32, 64 or 128 (default 64)");
@@ -77,12 +79,13 @@ int ModelOptions::thread_count() const {
 }
 
 int64_t ModelOptions::budget_bytes() const {
-  return memory_budget.empty() ? default_memory_budget() : parse_byte_size(memory_budget, "--memory-budget");
+  return memory_budget.empty() ? default_memory_budget(device) : parse_byte_size(memory_budget, "--memory-budget");
 }
 
 MemoryContract ModelOptions::memory_contract() const {
   return MemoryContract::for_model_dir(model_dir, compute_dtype(), kv_scheme(), thread_count(),
-                                       weights_in_ram ? WeightResidence::ram : WeightResidence::mapped);
+                                       weights_in_ram ? WeightResidence::ram : WeightResidence::mapped,
+                                       parse_device(device).kind);
 }
 
 std::unique_ptr<PrefillPolicy> ModelOptions::prefill_policy(const MemoryContract& contract,

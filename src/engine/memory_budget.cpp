@@ -3,6 +3,8 @@
 #include <fstream>
 #include <string>
 
+#include "backend/backend.h"
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "engine/prefill_policy.h"
 
@@ -17,7 +19,23 @@ int64_t mem_available_bytes() {
   fail("memory budget: cannot read MemAvailable from /proc/meminfo; give --memory-budget");
 }
 
-int64_t default_memory_budget() { return int64_t(double(mem_available_bytes()) * kDefaultBudgetFraction); }
+namespace {
+
+int64_t free_bytes_on(const std::string& device) {
+  return parse_device(device).kind == Device::cpu ? mem_available_bytes() : gpu_free_bytes(device);
+}
+
+}  // namespace
+
+int64_t default_memory_budget(const std::string& device) {
+  return int64_t(double(free_bytes_on(device)) * kDefaultBudgetFraction);
+}
+
+std::string default_budget_source(const std::string& device) {
+  const std::string pool = parse_device(device).kind == Device::cpu ? "MemAvailable" : "the free memory of " + device;
+  return std::to_string(int(kDefaultBudgetFraction * 100)) + "% of " + pool + " (" +
+         format_bytes(free_bytes_on(device)) + ")";
+}
 
 int64_t planned_chunk(const MemoryContract& contract, int64_t budget, int64_t context, int64_t sequences,
                       int64_t forced) {

@@ -3,6 +3,7 @@
 // and the server ask of it: does this fit, what is the longest context and
 // the most sequences that do.
 #include <cstdint>
+#include <string>
 
 #include "engine/memory_contract.h"
 
@@ -10,11 +11,14 @@ namespace fathom {
 
 // Without --memory-budget: this fraction of the memory the kernel reports
 // available (MemAvailable) when the command starts, leaving the rest to the
-// page cache and the rest of the machine.
+// page cache and the rest of the machine; on a GPU, of its free memory.
 inline constexpr double kDefaultBudgetFraction = 0.9;
 // /proc/meminfo's MemAvailable; throws when it cannot be read.
 int64_t mem_available_bytes();
-int64_t default_memory_budget();
+// The default budget for the memory the model runs in on `device` (--device).
+int64_t default_memory_budget(const std::string& device = "cpu");
+// Where that default comes from, for `fit`'s table: "90% of MemAvailable (…)".
+std::string default_budget_source(const std::string& device = "cpu");
 
 // The chunk a prefill of a `context`-token sequence runs with: `forced` when
 // positive (--prefill-chunk), else the largest that fits the budget beside

@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cuda/device_memory.h"
 #include "core/error.h"
 #include "engine/speculative.h"
+#include "kv/block_pool.h"
 #include "model/model.h"
 
 namespace fathom {
@@ -47,10 +49,12 @@ MemoryContract::MemoryContract(Inputs inputs) : in_(std::move(inputs)) {
   check(in_.sliding_step > 0, "memory contract: sliding step must be positive, got ", in_.sliding_step);
   require_supported_model_type(in_.config.model_type);
   in_.kv_scheme.validate_for(in_.config);
+  check(in_.device == Device::cpu || !in_.config.quantization,
+        "memory contract: quantized (MLX) weights run on the CPU only for now; use --device cpu");
 }
 
 MemoryContract MemoryContract::for_model_dir(const std::string& dir, ComputeDType dtype, const KvScheme& scheme,
-                                             int threads, WeightResidence residence) {
+                                             int threads, WeightResidence residence, Device device) {
   Inputs in;
   in.config = load_model_config(dir);
   require_supported_model_type(in.config.model_type);  // before the weights: the clearer error
@@ -59,10 +63,12 @@ MemoryContract MemoryContract::for_model_dir(const std::string& dir, ComputeDTyp
   in.kv_scheme = scheme;
   in.threads = threads;
   in.residence = residence;
+  in.device = device;
   return MemoryContract(std::move(in));
 }
 
 int64_t MemoryContract::weights_bytes() const {
+  if (in_.device == Device::cuda) return device_weights_bytes();
   int64_t stored = 0, copies = 0;
   std::map<int, int64_t> file_bytes;
   const ModelConfig& c = in_.config;
@@ -117,6 +123,37 @@ int64_t MemoryContract::weights_bytes() const {
     for (const auto& [_, bytes] : file_bytes) stored += (bytes + kHuge - 1) / kHuge * kHuge;
   }
   return stored + copies;
+}
+
+int64_t MemoryContract::device_weights_bytes() const {
+  // Each tensor the loader uploads, in the form it gives it (WeightLoader:
+  // place), in allocations of its own. Quantized folders stay on the CPU.
+  const ModelConfig& c = in_.config;
+  const bool bf16 = in_.dtype == ComputeDType::bf16;
+  int64_t total = 0;
+  auto add = [&](int64_t bytes) { total += cuda_memory::aligned(bytes); };
+  for (const auto& [name, t] : in_.tensors) {
+    const int64_t n = numel(t);
+    // to_matmul_dtype: bf16 for bf16 compute; f32 compute keeps bf16 and widens the rest.
+    const int64_t matmul = n * (bf16 || t.dtype == "BF16" ? 2 : 4);
+    if (t.shape.size() <= 1 || ends_with(name, ".conv1d.weight") || ends_with(name, ".in_proj_ba.weight") ||
+        kept_in_f32(name)) {
+      add(n * 4);  // norms, biases, conv weights, routers and the small projections: f32
+    } else if (name.find("embed_tokens") != std::string::npos) {
+      add(int64_t(t.nbytes));  // the table, as stored
+      // A tied output head is a matmul weight of its own on the device.
+      if (c.tie_word_embeddings && name.find("per_layer") == std::string::npos) add(matmul);
+    } else {
+      add(matmul);
+    }
+    // Gemma 4's routers keep a vector of ones beside their weights.
+    if (ends_with(name, ".router.proj.weight")) add(c.hidden_size * 4);
+  }
+  // So does Gemma 4's attention where a layer owns its KV (the values' unit-weight norm).
+  if (c.model_type.rfind("gemma4", 0) == 0)
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      if (c.owns_kv(i)) add(c.head_dim_of(i) * 4);
+  return total;
 }
 
 int64_t MemoryContract::kv_bytes(int64_t tokens, int64_t chunk) const {
@@ -244,6 +281,14 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   // One pair of rounded inputs serves both kinds (CpuBackend::round_inputs);
   // f32 compute rounds nothing, but the contract bills the plain pair anyway.
   const int64_t rounded_depth = in_.dtype == ComputeDType::bf16 ? std::max(plain_depth, quantized_depth) : plain_depth;
+  // Logits of the last row: the model's, the forward's and the prefill's
+  // copies, the caller's, and the final norm's row.
+  bytes += 4 * c.vocab_size * 4 + c.hidden_size * 4;
+  if (in_.device == Device::cuda) {
+    // Each of the step's ~30 tensors is an allocation of its own, rounded up.
+    bytes += 32 * cuda_memory::kAllocationAlignment;
+    return {bytes, cuda_scratch_bytes(t, context, rounded_depth)};
+  }
   scratch += t * rounded_depth * (2 + 4);
   if (c.quantization) {
     // Matmuls over quantized weights: x reordered for the packed GEMV (decode
@@ -257,9 +302,6 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
       scratch += in_.threads * per_thread;
     }
   }
-  // Logits of the last row: the model's, the forward's and the prefill's
-  // copies, the caller's, and the final norm's row.
-  bytes += 4 * c.vocab_size * 4 + c.hidden_size * 4;
 
   // Each thread's attention tile: gathered queries, results and scores over
   // the whole visible context and a block's partial product (CPU backend,
@@ -286,7 +328,61 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   return {bytes, scratch};
 }
 
-int64_t MemoryContract::runtime_bytes() {
+int64_t MemoryContract::cuda_scratch_bytes(int64_t t, int64_t context, int64_t rounded_depth) const {
+  namespace cm = cuda_memory;
+  const ModelConfig& c = in_.config;
+  int64_t max_hd = 1;
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    if (c.layer_types[i] != LayerKind::linear_attention) max_hd = std::max(max_hd, c.head_dim_of(i));
+  // The backend's scratch slots grow to the largest step and stay
+  // (CudaBackend::scratch): x rounded to bf16 and widened back; attention's
+  // split partials (each query row's heads split over the keys, a tile of
+  // keys at least, capped); turbo's rotated queries; host data staged for
+  // steps that run unrecorded: token ids, gathered rows and their weights,
+  // a view's block table (a block holds a row at least).
+  int64_t bytes = cm::aligned(t * rounded_depth * 6);
+  const int64_t rows = t * c.num_heads, splits = (context + cm::kMinSplitKeys - 1) / cm::kMinSplitKeys;
+  bytes += cm::aligned(std::max(rows, std::min(rows * splits, cm::kMaxPartialRows)) * (max_hd + 2) * 4);
+  const bool turbo = in_.kv_scheme.kind() == KvScheme::Kind::turbo;
+  if (turbo) bytes += cm::aligned(rows * max_hd * 4) + c.num_layers * cm::aligned(max_hd * 4);  // and the signs
+  const int64_t routed = t * std::max<int64_t>(1, c.num_experts_per_tok);
+  bytes += cm::aligned(t * 4) + 2 * cm::aligned(routed * 4) + cm::aligned((context + 1) * 8);
+  return bytes;
+}
+
+int64_t MemoryContract::kv_min_block_rows() const {
+  const ModelConfig& c = in_.config;
+  const DType plain = in_.dtype == ComputeDType::f32 ? DType::f32 : DType::bf16;
+  const int64_t block_bytes = kv_block_bytes(c, plain);
+  int64_t fewest = 0;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (c.layer_types[i] == LayerKind::linear_attention) continue;
+    const int64_t rows = LayerCodec{}.format(c.kv_heads_of(i), c.head_dim_of(i), plain, block_bytes).block_rows;
+    fewest = fewest == 0 ? rows : std::min(fewest, rows);
+  }
+  return std::max<int64_t>(1, fewest);
+}
+
+int64_t MemoryContract::runtime_bytes() const {
+  if (in_.device == Device::cuda) {
+    namespace cm = cuda_memory;
+    // What the CUDA backend and the KV pool keep whatever the work: cuBLAS's
+    // workspace; the pool's last slab, partly used; and the step arena. A
+    // recorded step (decode, ≤ 16 rows) takes its tensors and staged host
+    // data (ids, RoPE rows, each layer's block tables up to the model's
+    // longest context) from a chunk sized for the last step with a quarter
+    // to spare; a step that overflows it takes a second chunk, and a chunk
+    // an earlier step's tensor still holds stays: three chunks at most.
+    const ModelConfig& c = in_.config;
+    const int64_t rows = 16, longest = std::max<int64_t>(1, c.max_position_embeddings);
+    int64_t max_hd = 1;
+    for (int64_t i = 0; i < c.num_layers; ++i) max_hd = std::max(max_hd, c.head_dim_of(i));
+    const int64_t step = transient_parts(rows, 1).first;
+    const int64_t stage = rows * c.num_layers * (longest / kv_min_block_rows() + 2) * 8 + rows * (4 + 4 * max_hd * 4);
+    const int64_t chunk = cm::aligned(std::max(cm::kArenaTensorBytes, step + step / 4)) +
+                          cm::aligned(std::max(cm::kArenaStageBytes, stage + stage / 4));
+    return cm::kCublasWorkspaceBytes + kKvSlabBytes + 3 * chunk;
+  }
   // `fathom bench` on the 10 MB test model (make_tiny_model.mjs, 8 + 8 tokens,
   // 1 thread) peaks at 22.1-22.3 MB resident, of which the other terms
   // predict 12.2 MB: about 10 MB is the binary, its libraries, the thread

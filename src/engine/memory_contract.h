@@ -40,20 +40,28 @@ class MemoryContract {
     int threads = 1;
     WeightResidence residence = WeightResidence::mapped;
     int64_t sliding_step = kSlidingStepTokens;
+    // Where the model runs. On a GPU the terms are device memory: the weights
+    // as uploaded, the KV blocks, the steps' working memory and what the
+    // CUDA backend keeps (cuBLAS's workspace, the step arena, the KV pool's
+    // last slab); the budget is the GPU's.
+    Device device = Device::cpu;
   };
   // Checks the scheme against the model (a scheme the model cannot take throws).
   explicit MemoryContract(Inputs inputs);
   // From a model folder: config.json and the safetensors headers.
   static MemoryContract for_model_dir(const std::string& dir, ComputeDType dtype, const KvScheme& scheme,
-                                      int threads, WeightResidence residence = WeightResidence::mapped);
+                                      int threads, WeightResidence residence = WeightResidence::mapped,
+                                      Device device = Device::cpu);
 
   const ModelConfig& config() const { return in_.config; }
   ComputeDType dtype() const { return in_.dtype; }
   const KvScheme& kv_scheme() const { return in_.kv_scheme; }
+  Device device() const { return in_.device; }
 
   // Weights as the loader holds them: every stored tensor (mapped pages, or a
   // private copy rounded to 2 MiB pages), plus the copies it makes: norm
   // weights and routers in f32, matmul weights converted to the compute dtype.
+  // On a GPU, only what is uploaded: each tensor in the form the loader gives it.
   int64_t weights_bytes() const;
   // One sequence that grows to `tokens` tokens through chunks of at most
   // `chunk`: the scheme's bytes at that length in the dtype really stored, or,
@@ -71,7 +79,8 @@ class MemoryContract {
   int64_t backend_scratch_bytes(int64_t chunk, int64_t context) const;
   // The process's own footprint with no model: code, libraries, thread stacks
   // and allocator arenas. Measured once (bench/RESULTS.md, "Memory contract").
-  static int64_t runtime_bytes();
+  // On a GPU, the device memory the CUDA backend keeps whatever the work.
+  int64_t runtime_bytes() const;
 
   // Speculative decoding, up to `draft_tokens` drafts a step, drafted by the
   // model of the `draft` contract (null: prompt lookup, no model).
@@ -100,6 +109,11 @@ class MemoryContract {
  private:
   // transient_bytes as {the step's own allocations, the backend's scratch}.
   std::pair<int64_t, int64_t> transient_parts(int64_t chunk, int64_t context) const;
+  // The GPU's forms of weights_bytes and of the backend's scratch.
+  int64_t device_weights_bytes() const;
+  int64_t cuda_scratch_bytes(int64_t t, int64_t context, int64_t rounded_depth) const;
+  // The fewest rows a plain KV block of any attention layer holds.
+  int64_t kv_min_block_rows() const;
   Inputs in_;
   int64_t draft_tokens_ = 0;
   std::shared_ptr<const MemoryContract> draft_;

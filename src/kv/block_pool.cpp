@@ -6,13 +6,6 @@
 #include "core/error.h"
 
 namespace fathom {
-namespace {
-
-// Address space is reserved a slab at a time; only written pages count.
-constexpr int64_t kSlabBytes = int64_t(16) << 20;
-
-}  // namespace
-
 KvBlockPool::KvBlockPool(int64_t block_bytes, std::shared_ptr<Backend> backend)
     : block_bytes_(block_bytes), backend_(std::move(backend)) {
   check(backend_ != nullptr, "kv block pool: no backend");
@@ -23,7 +16,7 @@ KvBlockPool::KvBlockPool(int64_t block_bytes, std::shared_ptr<Backend> backend)
 KvBlock* KvBlockPool::acquire() {
   std::lock_guard lock(mutex_);
   if (free_.empty()) {
-    const int64_t count = std::max<int64_t>(1, kSlabBytes / block_bytes_);
+    const int64_t count = std::max<int64_t>(1, kKvSlabBytes / block_bytes_);
     slabs_.push_back(backend_->reserve({count * block_bytes_ / 4}, DType::i32));
     auto* base = static_cast<std::byte*>(slabs_.back().raw());
     // Pushed in reverse so the slab fills from its start.

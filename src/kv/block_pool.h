@@ -21,6 +21,11 @@ struct KvBlock {
   int refs = 0;
 };
 
+// Blocks are carved a slab at a time. On the CPU a slab is reserved address
+// space whose pages count only once written; a GPU allocates it whole, and
+// the pool keeps its slabs.
+inline constexpr int64_t kKvSlabBytes = int64_t(16) << 20;
+
 class KvBlockPool {
  public:
   KvBlockPool(int64_t block_bytes, std::shared_ptr<Backend> backend);

@@ -50,12 +50,12 @@ void run_self_attention(Backend& b, const SelfAttention& a, const ModelConfig& c
                                        {&a.v.weight, a.v.bias ? &*a.v.bias : nullptr, &v2}};
   b.matmul_shared(h, qkv, bf16);
   if (a.q_norm) {
-    Tensor qh = s.q.reshape({t * c.num_heads, c.head_dim}), kh = s.k.reshape({t * c.num_kv_heads, c.head_dim});
-    b.rms_norm(qh, *a.q_norm, float(c.rms_norm_eps), qh);
-    b.rms_norm(kh, *a.k_norm, float(c.rms_norm_eps), kh);
+    b.rms_norm_rope(s.q, *a.q_norm, float(c.rms_norm_eps), cos, sin);
+    b.rms_norm_rope(s.k, *a.k_norm, float(c.rms_norm_eps), cos, sin);
+  } else {
+    b.rope(s.q, cos, sin);
+    b.rope(s.k, cos, sin);
   }
-  b.rope(s.q, cos, sin);
-  b.rope(s.k, cos, sin);
   params.window = a.window;
   attend_segments(b, layout, layer, &s.k, &s.v, s.q, params, s.attn);
   a.o(b, s.attn.reshape({t, q_dim}), out, bf16);

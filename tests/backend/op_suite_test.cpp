@@ -247,6 +247,36 @@ TEST_P(OpSuite, MatmulShared) {
       }
 }
 
+TEST_P(OpSuite, MatmulSharedBf16Outputs) {
+  SCOPED_TRACE(seed_note());
+  // Every output bf16 and K % 8 == 0: a device's decode GEMV takes them
+  // together (five outputs: more than one launch holds); rows from 1 to 16.
+  const int64_t k = 264;
+  const int64_t widths[] = {48, 17, 33, 8, 70};
+  for (int64_t m : {1, 2, 3, 9, 16})
+    for (bool bf16_inputs : {false, true}) {
+      const Input x = input({m, k});
+      std::vector<Tensor> w_host, w, y;
+      std::vector<Input> bias;
+      for (int64_t n : widths) {
+        w_host.push_back(random_tensor({n, k}, DType::bf16, rng_, 0.2f));
+        w.push_back(backend_->upload(w_host.back()));
+        bias.push_back(input({n}));
+        y.push_back(out({m, n}));
+      }
+      std::vector<Backend::MatmulTarget> list;
+      for (size_t i = 0; i < w.size(); ++i) list.push_back({&w[i], i % 2 ? &bias[i].dev : nullptr, &y[i]});
+      backend_->matmul_shared(x.dev, list, bf16_inputs);
+      for (size_t i = 0; i < w.size(); ++i)
+        expect_close(read(y[i]),
+                     matmul_reference(x.host, widen(w_host[i]), i % 2 ? &bias[i].host : nullptr, m, k, widths[i],
+                                      bf16_inputs),
+                     5e-6,
+                     "matmul_shared bf16 output " + std::to_string(i) + " m=" + std::to_string(m) +
+                         " bf16_inputs=" + std::to_string(bf16_inputs));
+    }
+}
+
 TEST_P(OpSuite, MatmulRejectsBadArguments) {
   SCOPED_TRACE(seed_note());
   const Input x = input({2, 8});
@@ -289,6 +319,33 @@ TEST_P(OpSuite, RmsNorm) {
     }
     expect_close(read(y), ref, 1e-5, "rms_norm " + std::to_string(x.host.size() / d) + " rows of " + std::to_string(d));
   }
+}
+
+TEST_P(OpSuite, AddRmsNorm) {
+  SCOPED_TRACE(seed_note());
+  const float eps = 1e-6f;
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{1, 64}, {7, 33}, {16, 1024}})
+    for (bool out_is_y : {false, true}) {
+      const int64_t d = shape.back();
+      Input x = input(shape, 3.0f), y = input(shape, 3.0f);
+      const Input w = input({d});
+      Tensor separate = out(shape);
+      Tensor& o = out_is_y ? y.dev : separate;
+      backend_->add_rms_norm(x.dev, y.dev, w.dev, eps, o);
+      std::vector<float> sum(x.host.size());
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] = x.host[i] + y.host[i];  // one rounding: exact
+      std::vector<double> ref(sum.size());
+      for (size_t r = 0; r < sum.size() / size_t(d); ++r) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < d; ++i) ss += double(sum[r * d + i]) * sum[r * d + i];
+        const double inv = 1.0 / std::sqrt(ss / double(d) + eps);
+        for (int64_t i = 0; i < d; ++i) ref[r * d + i] = sum[r * d + i] * inv * w.host[size_t(i)];
+      }
+      const std::string name = "add_rms_norm " + std::to_string(shape[0]) + "x" + std::to_string(d) +
+                               (out_is_y ? " into y" : "");
+      expect_same(read(x.dev), sum, name + ": x += y");
+      expect_close(read(o), ref, 1e-5, name);
+    }
 }
 
 TEST_P(OpSuite, GatedRmsNorm) {
@@ -360,6 +417,9 @@ TEST_P(OpSuite, NormsRejectBadArguments) {
   EXPECT_THROW(backend_->gated_rms_norm(xg, x.dev, w15.dev, 1e-6f), Error);
   EXPECT_THROW(backend_->l2_norm_heads(xg, 4, 2, 8, 1.0f, 1e-6f), Error);  // heads run past the row
   EXPECT_THROW(backend_->l2_norm_heads(xg, -1, 1, 8, 1.0f, 1e-6f), Error);
+  EXPECT_THROW(backend_->add_rms_norm(xg, x.dev, w15.dev, 1e-6f, y), Error);     // weight narrower than a row
+  EXPECT_THROW(backend_->add_rms_norm(xg, z.dev, w16.dev, 1e-6f, y), Error);     // y's size differs
+  EXPECT_THROW(backend_->add_rms_norm(xg, x.dev, w16.dev, 1e-6f, y_small), Error);
 }
 
 // ---------------------------------------------------------------------------
@@ -404,6 +464,46 @@ TEST_P(OpSuite, Rope) {
     }
 }
 
+TEST_P(OpSuite, RmsNormRope) {
+  SCOPED_TRACE(seed_note());
+  const float eps = 1e-6f;
+  const int64_t heads = 3;
+  // Full and partial rotary; head_dim 128 (Qwen3) and an odd-sized tail part.
+  for (const auto [head_dim, half] : {std::pair<int64_t, int64_t>{128, 64}, {40, 12}})
+    for (int64_t t : kRows) {
+      Input x = input({t, heads, head_dim}, 3.0f);
+      const Input w = input({head_dim});
+      std::vector<float> c(size_t(t * half)), s(c.size());
+      for (size_t i = 0; i < c.size(); ++i) {
+        const float angle = uniform(-10.0f, 10.0f);
+        c[i] = std::cos(angle), s[i] = std::sin(angle);
+      }
+      backend_->rms_norm_rope(x.dev, w.dev, eps, upload(c, {t, half}), upload(s, {t, half}));
+      std::vector<double> ref(x.host.size());
+      for (int64_t row = 0; row < t * heads; ++row) {
+        const size_t base = size_t(row * head_dim);
+        double ss = 0.0;
+        for (int64_t i = 0; i < head_dim; ++i) ss += double(x.host[base + i]) * x.host[base + i];
+        const double inv = 1.0 / std::sqrt(ss / double(head_dim) + eps);
+        std::vector<double> v(static_cast<size_t>(head_dim));
+        for (int64_t i = 0; i < head_dim; ++i) v[size_t(i)] = x.host[base + i] * inv * w.host[size_t(i)];
+        const int64_t ti = row / heads;
+        for (int64_t i = 0; i < head_dim; ++i) {
+          if (i >= 2 * half) {
+            ref[base + i] = v[size_t(i)];
+            continue;
+          }
+          const int64_t j = i < half ? i : i - half;
+          const double cj = c[size_t(ti * half + j)], sj = s[size_t(ti * half + j)];
+          const double a = v[size_t(j)], b = v[size_t(j + half)];
+          ref[base + i] = i < half ? a * cj - b * sj : b * cj + a * sj;
+        }
+      }
+      expect_close(read(x.dev), ref, 1e-5,
+                   "rms_norm_rope t=" + std::to_string(t) + " head_dim=" + std::to_string(head_dim));
+    }
+}
+
 TEST_P(OpSuite, RopeRejectsBadArguments) {
   SCOPED_TRACE(seed_note());
   const Input x = input({3, 2, 16});
@@ -417,6 +517,10 @@ TEST_P(OpSuite, RopeRejectsBadArguments) {
   EXPECT_THROW(backend_->rope(xd, cos, sin_narrow), Error);     // cos and sin disagree
   Tensor flat = input({3, 32}).dev;
   EXPECT_THROW(backend_->rope(flat, cos, sin), Error);  // x must be [T, heads, head_dim]
+  const Tensor w16 = input({16}).dev, w8 = input({8}).dev;
+  EXPECT_THROW(backend_->rms_norm_rope(xd, w8, 1e-6f, cos, sin), Error);  // one weight per head feature
+  EXPECT_THROW(backend_->rms_norm_rope(xd, w16, 1e-6f, cos_rows, sin_rows), Error);
+  EXPECT_THROW(backend_->rms_norm_rope(flat, w16, 1e-6f, cos, sin), Error);
 }
 
 // ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -261,6 +262,31 @@ TEST(Cli, FitReadsOnlyTheHeaders) {
   EXPECT_EQ(whole["weights_bytes"], headers["weights_bytes"]);
   EXPECT_EQ(whole["total_bytes"], headers["total_bytes"]);
   fs::remove_all(cut);
+}
+
+// --device cuda bills GPU memory: needing no GPU with a budget given (the
+// contract reads headers only); without one, the GPU's free memory is the
+// budget, and a machine without a usable GPU says so.
+TEST(Cli, FitOnTheGpuBillsDeviceMemory) {
+  const nlohmann::json cpu = fit_json(kModel, "--ctx 64 --memory-budget 1GiB --dtype bf16");
+  const nlohmann::json gpu = fit_json(kModel, "--ctx 64 --memory-budget 1GiB --dtype bf16 --device cuda");
+  EXPECT_EQ(gpu["device"], "cuda");
+  EXPECT_EQ(gpu["kv_bytes"], cpu["kv_bytes"]) << "the same KV blocks";
+  EXPECT_GE(gpu["runtime_bytes"].get<int64_t>(), int64_t(48) << 20) << "cuBLAS's workspace and a KV slab at least";
+  EXPECT_EQ(gpu["total_bytes"].get<int64_t>(), gpu["weights_bytes"].get<int64_t>() + gpu["kv_bytes"].get<int64_t>() +
+                                                   gpu["transient_bytes"].get<int64_t>() +
+                                                   gpu["runtime_bytes"].get<int64_t>());
+  const RunResult table = run("fit --model " + kModel + " --ctx 64 --memory-budget 1GiB --device cuda");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("on cuda"), std::string::npos) << table.out;
+  const RunResult free_memory = run("fit --model " + kModel + " --ctx 64 --device cuda");
+  if (free_memory.exit_code == 0) {
+    EXPECT_NE(free_memory.out.find("of the free memory of cuda"), std::string::npos) << free_memory.out;
+  } else {
+    EXPECT_NE(free_memory.err.find("--device cuda"), std::string::npos) << free_memory.err;
+    EXPECT_EQ(std::count(free_memory.err.begin(), free_memory.err.end(), '\n'), 1) << free_memory.err;
+  }
+  expect_clean_failure("fit --model " + kModel + " --device tpu", "unknown device");
 }
 
 TEST(Cli, DescribeKvBillsTheDtypeReallyStored) {

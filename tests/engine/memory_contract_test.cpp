@@ -87,6 +87,38 @@ TEST_P(MemoryContractOnFixtures, WeightsAreWhatTheLoaderHolds) {
       << "mapped " << mapped << ", copies " << copies;
 }
 
+// On a GPU the weights are what the loader uploads, each in an allocation of
+// its own: f32 vectors, bf16 matrices in bf16 compute, the embedding table as
+// stored and a tied head's own matmul copy (the GPU tests hold this to the
+// device's counted bytes). Its working memory keeps no per-thread tiles.
+TEST(MemoryContractOnAGpu, BillsTheDevicesForms) {
+  const std::string dir = (kParityDir / "llama3_rope_tied_bf16").string();
+  auto contract = [&](Device device, int threads) {
+    return MemoryContract::for_model_dir(dir, ComputeDType::bf16, KvScheme::bf16(), threads, WeightResidence::mapped,
+                                         device);
+  };
+  const MemoryContract gpu = contract(Device::cuda, 1);
+  ASSERT_TRUE(gpu.config().tie_word_embeddings);
+  auto aligned = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  int64_t want = 0;
+  for (const auto& [name, t] : read_safetensors_headers(dir)) {
+    ASSERT_EQ(t.dtype, "BF16") << name;
+    const int64_t n = int64_t(t.nbytes) / 2;
+    if (t.shape.size() == 1) want += aligned(n * 4);
+    else want += aligned(n * 2) * (name.find("embed_tokens") != std::string::npos ? 2 : 1);
+  }
+  EXPECT_EQ(gpu.weights_bytes(), want);
+  EXPECT_EQ(gpu.transient_bytes(64, 300), contract(Device::cuda, 8).transient_bytes(64, 300));
+  EXPECT_LT(contract(Device::cpu, 1).transient_bytes(64, 300), contract(Device::cpu, 8).transient_bytes(64, 300));
+  EXPECT_GE(gpu.runtime_bytes(), (int64_t(48) << 20) + 3 * ((int64_t(8) << 20) + (int64_t(256) << 10)));
+  EXPECT_EQ(gpu.kv_bytes(300, 64), contract(Device::cpu, 1).kv_bytes(300, 64));
+  // Quantized weights run on the CPU only: the contract says so for a GPU.
+  const std::string quantized = quantized_fixture("llama3_rope_tied_bf16", 4);
+  EXPECT_THROW(MemoryContract::for_model_dir(quantized, ComputeDType::bf16, KvScheme::bf16(), 1,
+                                             WeightResidence::mapped, Device::cuda),
+               Error);
+}
+
 // KV: the state's bytes after a sequence grows to its length, for schemes
 // that quantize from the start and for plain storage.
 TEST_P(MemoryContractOnFixtures, KvIsTheStatesBytes) {

@@ -52,7 +52,7 @@ TEST(PrefillPolicy, AForcedChunkIsKept) {
 
 TEST(Admission, ALongSequenceUnderATightBudgetIsAdmittedWithASmallerChunk) {
   const MemoryContract c = contract();
-  const int64_t fixed = c.weights_bytes() + MemoryContract::runtime_bytes();
+  const int64_t fixed = c.weights_bytes() + c.runtime_bytes();
   const int64_t tokens = 3000;
   // Room for this sequence with a chunk of 64, not with 512.
   const int64_t budget = fixed + c.kv_bytes(tokens, 64) + c.transient_bytes(64, tokens);
@@ -70,7 +70,7 @@ TEST(Admission, ALongSequenceUnderATightBudgetIsAdmittedWithASmallerChunk) {
 
 TEST(Admission, ChargesOnlyWhatFitsBesideTheAdmitted) {
   const MemoryContract c = contract();
-  const int64_t fixed = c.weights_bytes() + MemoryContract::runtime_bytes();
+  const int64_t fixed = c.weights_bytes() + c.runtime_bytes();
   const int64_t one = c.kv_bytes(500, 64) + c.transient_bytes(64, 500);
   const FixedPrefillPolicy policy(64);
   MemoryAdmission admission(c, policy, fixed + 2 * one + one / 2, fixed);

@@ -28,17 +28,26 @@ Context::~Context() {
   if (stream) cudaStreamDestroy(stream);
 }
 
-CudaBackend::CudaBackend(int device)
-    : ctx_(std::make_shared<Context>()),
-      arena_([this](size_t bytes) { return allocate({int64_t((bytes + 3) / 4)}, DType::i32); }) {
+namespace {
+
+// Makes `device` current; an error naming the cause where it cannot be used.
+void select_device(int device) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0)
     fail("--device cuda:", device, ": no CUDA device is usable here (",
          status == cudaSuccess ? "none found" : cudaGetErrorString(status), ")");
   check(device >= 0 && device < count, "--device cuda:", device, ": this machine has ", count, " CUDA device(s)");
-  ctx_->device = device;
   check_cuda(cudaSetDevice(device), "select the device");
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device)
+    : ctx_(std::make_shared<Context>()),
+      arena_([this](size_t bytes) { return allocate({int64_t((bytes + 3) / 4)}, DType::i32); }) {
+  select_device(device);
+  ctx_->device = device;
   check_cuda(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "create a stream");
   check_cublas(cublasCreate(&ctx_->cublas), "create a cuBLAS handle");
   check_cublas(cublasSetStream(ctx_->cublas, ctx_->stream), "bind cuBLAS to the stream");
@@ -59,8 +68,9 @@ CudaBackend::CudaBackend(int device)
   ctx_->sm_count = prop.multiProcessorCount;
   // cuBLAS gets its workspace from us: captured into a graph, it must not
   // allocate on its own.
-  workspace_ = allocate({int64_t(kCublasWorkspaceBytes / 4)}, DType::i32);
-  check_cublas(cublasSetWorkspace(ctx_->cublas, workspace_.raw(), kCublasWorkspaceBytes), "set cuBLAS's workspace");
+  workspace_ = allocate({cuda_memory::kCublasWorkspaceBytes / 4}, DType::i32);
+  check_cublas(cublasSetWorkspace(ctx_->cublas, workspace_.raw(), size_t(cuda_memory::kCublasWorkspaceBytes)),
+               "set cuBLAS's workspace");
   auto env_is = [](const char* name, const char* value) {
     const char* v = std::getenv(name);
     return v && std::string(v) == value;
@@ -75,7 +85,7 @@ namespace {
 Tensor device_tensor(const std::shared_ptr<Context>& ctx, std::vector<int64_t> shape, DType dtype, bool reservation) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  const size_t bytes = (size_t(n) * dtype_size(dtype) + 255) / 256 * 256;
+  const size_t bytes = size_t(cuda_memory::aligned(n * int64_t(dtype_size(dtype))));
   void* p = nullptr;
   if (bytes) check_cuda(cudaMallocAsync(&p, bytes, ctx->stream), "allocate device memory");
   if (reservation) count_reservation(Device::cuda, int64_t(bytes));
@@ -262,20 +272,26 @@ void CudaBackend::matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bi
 void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) {
   const int64_t M = x.dim(0), K = x.dim(1);
   if (M == 0) return;
-  // bf16 compute rounds x once: bf16 products, f32 sums (cuBLAS with f32 compute).
+  const auto by_gemv = [&](const MatmulTarget& t) { return bf16_inputs && gemv_enabled_ && gemv_suits(M, K, *t.w); };
+  std::vector<GemvOutput> gemv;
+  for (const MatmulTarget& t : targets)
+    if (by_gemv(t)) gemv.push_back({t.w, t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>()});
+  // bf16 compute rounds x once: bf16 products, f32 sums (cuBLAS with f32
+  // compute); the GEMV rounds a few rows itself.
   __nv_bfloat16* xb = nullptr;
   float* x_rounded = nullptr;
-  if (bf16_inputs) {
+  if (bf16_inputs && (gemv.size() < targets.size() || M > kGemvF32Rows)) {
     xb = static_cast<__nv_bfloat16*>(scratch(kRoundedX, size_t(M * K) * 2 + size_t(M * K) * 4));
     x_rounded = reinterpret_cast<float*>(xb + ((M * K + 1) / 2) * 2);
     launch("matmul: round x to bf16", round_to_bf16, blocks_for(M * K), 256, 0, x.data<float>(), M * K, xb, x_rounded);
   }
+  if (!gemv.empty()) gemv_bf16(x.data<float>(), M > kGemvF32Rows ? xb : nullptr, M, K, gemv);
   for (const MatmulTarget& t : targets) {
+    if (by_gemv(t)) continue;
     const int64_t N = t.w->dim(0);
     float* y = t.y->data<float>();
     const float* bias = t.bias ? t.bias->data<float>() : nullptr;
     const bool w_bf16 = t.w->dtype() == DType::bf16;
-    if (bf16_inputs && w_bf16 && gemv_enabled_ && gemv_bf16(xb, M, K, *t.w, bias, y)) continue;
     if (bf16_inputs || !w_bf16) {
       // cuBLAS, column-major view: yᵀ [N, M] = w [N, K] (stored as K×N) transposed × xᵀ [K, M].
       // bf16 products (both inputs bf16) or exact f32 ones (f32 weights).
@@ -306,5 +322,12 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
 namespace fathom {
 
 std::shared_ptr<Backend> make_cuda_backend(int device) { return std::make_shared<cuda::CudaBackend>(device); }
+
+int64_t cuda_free_bytes(int device) {
+  cuda::select_device(device);
+  size_t free = 0, total = 0;
+  cuda::check_cuda(cudaMemGetInfo(&free, &total), "read the device's free memory");
+  return int64_t(free);
+}
 
 }  // namespace fathom

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/device_memory.h"
 #include "backend/cuda/step_arena.h"
 #include "backend/cuda/step_graph.h"
 
@@ -100,6 +101,8 @@ class CudaBackend final : public Backend {
   void gated_delta_rule_impl(const DeltaRuleShape& shape, const Tensor& qkv, const Tensor& g, const Tensor& beta,
                              int64_t chunk, Tensor& state, Tensor& out, Tensor* history, int64_t history_row) override;
   void gated_rms_norm_impl(Tensor& x, const Tensor& z, const Tensor& w, float eps) override;
+  void add_rms_norm_impl(Tensor& x, const Tensor& y, const Tensor& w, float eps, Tensor& out) override;
+  void rms_norm_rope_impl(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin) override;
 
  private:
   // Host data an op needs on the device (ids, rows, weights, a block table):
@@ -130,10 +133,19 @@ class CudaBackend final : public Backend {
     run(stream());
     if (sync_ops_) check_cuda(cudaStreamSynchronize(stream()), "wait for the stream");
   }
-  // y[M, N] (+ bias) = x[M, K] · w[N, K]ᵀ for bf16 x and w and M ≤
-  // kGemvMaxRows (gemv.cu); false when the shapes do not suit it.
-  static constexpr int64_t kGemvMaxRows = 16;
-  bool gemv_bf16(const __nv_bfloat16* x, int64_t M, int64_t K, const Tensor& w, const float* bias, float* y);
+  // Decode's bf16 matmuls (gemv.cu): y[M, N] (+ bias) = x[M, K] · w[N, K]ᵀ
+  // with bf16 products for each output, all outputs in one launch. x is read
+  // as f32 and rounded on the way (xb null), or comes rounded to bf16 (xb):
+  // up to kGemvF32Rows rows the GEMV reads f32 x itself and no rounding pass
+  // runs; past it, x's re-reads by every column cost more than that pass.
+  static constexpr int64_t kGemvMaxRows = 16, kGemvF32Rows = 2;
+  struct GemvOutput {
+    const Tensor* w;
+    const float* bias;  // or null
+    float* y;
+  };
+  static bool gemv_suits(int64_t M, int64_t K, const Tensor& w);
+  void gemv_bf16(const float* x, const __nv_bfloat16* xb, int64_t M, int64_t K, std::span<const GemvOutput> outputs);
   // Counted device memory that stays until its tensor lets go.
   Tensor allocate(std::vector<int64_t> shape, DType dtype);
   // dst ← src, bytes of device memory (now, or recorded).
@@ -148,7 +160,6 @@ class CudaBackend final : public Backend {
   std::unique_ptr<StepRecorder> recorder_;  // set while a step is recorded
   StepArena arena_;
   StepGraphCache graphs_;
-  static constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
   Tensor workspace_;
   std::vector<std::pair<Tensor, const void*>> pending_downloads_;  // host tensor, device source
   std::map<int, Tensor> buffers_;

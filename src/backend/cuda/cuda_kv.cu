@@ -436,7 +436,8 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
   }
   // Keys split so that decode (one query row) still fills the GPU; the
   // partials are capped at kMaxPartialWarps (query rows × heads × splits).
-  constexpr int64_t kMaxPartialWarps = int64_t(1) << 18;
+  constexpr int64_t kMaxPartialWarps = cuda_memory::kMaxPartialRows;
+  static_assert(kTileKeys == cuda_memory::kMinSplitKeys, "the memory contract bills splits of a tile's keys");
   const int64_t rows = t * heads, group = heads / kv.kv_heads();
   const bool tiled = d <= kTiledMaxHeadDim && group <= kTileQueries;
   const int64_t split_keys = tiled ? 256 : 64;

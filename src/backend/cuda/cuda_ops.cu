@@ -41,6 +41,46 @@ __global__ void rms_norm_rows(const float* x, const float* w, float eps, int64_t
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = w[i] * (xr[i] * inv);
 }
 
+// add then rms_norm_rows in one pass over the row (the same sums, so the
+// same results); out may be y: every y[i] is read before the block's sum.
+__global__ void add_rms_norm_rows(float* x, const float* y, const float* w, float eps, int64_t d, float* out) {
+  float* xr = x + blockIdx.x * d;
+  const float* yr = y + blockIdx.x * d;
+  float* outr = out + blockIdx.x * d;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const float v = xr[i] + yr[i];
+    xr[i] = v;
+    ss += v * v;
+  }
+  const float inv = 1.0f / sqrtf(block_sum(ss) / float(d) + eps);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) outr[i] = w[i] * (xr[i] * inv);
+}
+
+// One block per head vector of x [T, heads, head_dim]: normed into shared
+// memory (head_dim floats), then rotated as rope_rows does and written back.
+__global__ void rms_norm_rope_rows(float* x, const float* w, float eps, const float* cos, const float* sin,
+                                   int64_t heads, int64_t head_dim, int64_t half) {
+  extern __shared__ float normed[];
+  float* xr = x + blockIdx.x * head_dim;
+  const int64_t ti = blockIdx.x / heads;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) ss += xr[i] * xr[i];
+  const float inv = 1.0f / sqrtf(block_sum(ss) / float(head_dim) + eps);
+  for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) normed[i] = w[i] * (xr[i] * inv);
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) {
+    if (i >= 2 * half) {
+      xr[i] = normed[i];
+      continue;
+    }
+    const int64_t j = i < half ? i : i - half;
+    const float c = cos[ti * half + j], s = sin[ti * half + j];
+    const float a = normed[j], b = normed[j + half];
+    xr[i] = i < half ? a * c - b * s : b * c + a * s;
+  }
+}
+
 __global__ void rope_rows(float* x, const float* cos, const float* sin, int64_t t, int64_t heads, int64_t head_dim,
                           int64_t half) {
   GRID_STRIDE(idx, t * heads * half) {
@@ -256,6 +296,20 @@ void CudaBackend::rope_impl(Tensor& x, const Tensor& cos, const Tensor& sin) {
   if (n == 0) return;
   launch("rope", rope_rows, blocks(n), kThreads, 0, x.data<float>(), cos.data<float>(), sin.data<float>(), x.dim(0),
          x.dim(1), x.dim(2), cos.dim(1));
+}
+
+void CudaBackend::add_rms_norm_impl(Tensor& x, const Tensor& y, const Tensor& w, float eps, Tensor& out) {
+  const int64_t d = w.numel(), rows = x.numel() / d;
+  if (rows == 0) return;
+  launch("add_rms_norm", add_rms_norm_rows, unsigned(rows), row_threads(d), 0, x.data<float>(), y.data<float>(),
+         w.data<float>(), eps, d, out.data<float>());
+}
+
+void CudaBackend::rms_norm_rope_impl(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin) {
+  const int64_t rows = x.dim(0) * x.dim(1), head_dim = x.dim(2);
+  if (rows == 0) return;
+  launch("rms_norm_rope", rms_norm_rope_rows, unsigned(rows), row_threads(head_dim), size_t(head_dim) * 4,
+         x.data<float>(), w.data<float>(), eps, cos.data<float>(), sin.data<float>(), x.dim(1), head_dim, cos.dim(1));
 }
 
 void CudaBackend::silu_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) {

@@ -1,13 +1,30 @@
 // Decode's matmuls: y[M, N] = x[M, K] · w[N, K]ᵀ for a few rows of x and bf16
 // weights, reading each weight byte once at the memory's pace. cuBLAS's GEMM
-// for one row does not come close (see bench/RESULTS.md).
+// for one row does not come close (see bench/RESULTS.md). The outputs of one
+// x (q/k/v, gate/up) go in one launch: a decode step is a chain of small
+// kernels, and each launch removed is a few microseconds of it.
 #include "backend/cuda/cuda_backend.h"
 
 namespace fathom::cuda {
 namespace {
 
-constexpr int kGemvWarps = 8;   // output columns per block, one per warp
-constexpr int kGemvUnroll = 4;  // 16-byte loads in flight per lane
+constexpr int kGemvWarps = 8;    // output columns per block, one per warp
+constexpr int kGemvUnroll = 4;   // 16-byte loads in flight per lane
+constexpr int kGemvOutputs = 4;  // outputs per launch
+
+struct GemvOutputArgs {
+  const uint4* w;
+  const float* bias;  // or null
+  float* y;
+  int64_t n;
+};
+
+// The outputs of one launch: blocks [first_block[i], first_block[i + 1]) compute output i.
+struct GemvLaunch {
+  GemvOutputArgs out[kGemvOutputs];
+  int64_t first_block[kGemvOutputs + 1];
+  int count;
+};
 
 __device__ __forceinline__ void widen8(const uint4& v, float out[8]) {
   const uint32_t words[4] = {v.x, v.y, v.z, v.w};
@@ -18,17 +35,37 @@ __device__ __forceinline__ void widen8(const uint4& v, float out[8]) {
   }
 }
 
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// x's 8 values at chunk c of a row, as the bf16 products see them: a bf16
+// row widened, or an f32 row rounded to bf16 on the way (no separate pass).
+__device__ __forceinline__ void load_x8(const __nv_bfloat16* row, int64_t c, float out[8]) {
+  widen8(__ldg(reinterpret_cast<const uint4*>(row) + c), out);
+}
+__device__ __forceinline__ void load_x8(const float* row, int64_t c, float out[8]) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(row) + 2 * c);
+  const float4 b = __ldg(reinterpret_cast<const float4*>(row) + 2 * c + 1);
+  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = round_bf16(v[i]);
+}
+
 // One warp per output column n; lane l reads 8 consecutive weights at k =
-// 8·l + 256·j. K % 8 == 0 and rows 16-byte aligned (checked by the caller).
-template <int M>
-__global__ void gemv_bf16_kernel(const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ x,
-                                 const float* __restrict__ bias, float* __restrict__ y, int64_t N, int64_t K,
-                                 int64_t y_stride) {
+// 8·l + 256·j. Rows m of x are row0 + m. K % 8 == 0 and rows 16-byte aligned
+// (checked by the caller).
+template <int M, typename X>
+__global__ void gemv_bf16_kernel(GemvLaunch launch, const X* __restrict__ x, int64_t K, int64_t row0) {
+  GemvOutputArgs o = launch.out[0];
+  int64_t first = 0;
+#pragma unroll
+  for (int i = 1; i < kGemvOutputs; ++i)
+    if (i < launch.count && blockIdx.x >= launch.first_block[i]) o = launch.out[i], first = launch.first_block[i];
   const int lane = threadIdx.x % 32;
-  const int64_t n = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
-  if (n >= N) return;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + n * K);
-  const int64_t chunks = K / 8;  // 16-byte chunks per row
+  const int64_t n = (int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32;
+  if (n >= o.n) return;
+  const uint4* wr = o.w + n * (K / 8);
+  const X* xr = x + row0 * K;
+  const int64_t chunks = K / 8;  // 16-byte chunks per weight row
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
@@ -44,7 +81,7 @@ __global__ void gemv_bf16_kernel(const __nv_bfloat16* __restrict__ w, const __nv
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        widen8(__ldg(reinterpret_cast<const uint4*>(x + m * K) + c + 32 * u), xf);
+        load_x8(xr + m * K, c + 32 * u, xf);
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[m] = fmaf(wf[i], xf[i], acc[m]);
       }
@@ -56,37 +93,58 @@ __global__ void gemv_bf16_kernel(const __nv_bfloat16* __restrict__ w, const __nv
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xf[8];
-      widen8(__ldg(reinterpret_cast<const uint4*>(x + m * K) + c), xf);
+      load_x8(xr + m * K, c, xf);
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[m] = fmaf(wf[i], xf[i], acc[m]);
     }
   }
+  float* y = o.y + row0 * o.n;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     float v = acc[m];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) y[m * y_stride + n] = v + (bias ? bias[n] : 0.0f);
+    for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+    if (lane == 0) y[m * o.n + n] = v + (o.bias ? o.bias[n] : 0.0f);
   }
+}
+
+template <typename X>
+using GemvKernel = void (*)(GemvLaunch, const X*, int64_t, int64_t);
+
+// The kernel for `rows` rows of x (1 to 8).
+template <typename X>
+GemvKernel<X> gemv_kernel(int64_t rows) {
+  static constexpr GemvKernel<X> kKernels[] = {gemv_bf16_kernel<1, X>, gemv_bf16_kernel<2, X>, gemv_bf16_kernel<3, X>,
+                                               gemv_bf16_kernel<4, X>, gemv_bf16_kernel<5, X>, gemv_bf16_kernel<6, X>,
+                                               gemv_bf16_kernel<7, X>, gemv_bf16_kernel<8, X>};
+  return kKernels[rows - 1];
 }
 
 }  // namespace
 
-bool CudaBackend::gemv_bf16(const __nv_bfloat16* x, int64_t M, int64_t K, const Tensor& w, const float* bias,
-                            float* y) {
-  const int64_t N = w.dim(0);
-  if (M > kGemvMaxRows || K % 8 != 0 || reinterpret_cast<uintptr_t>(w.raw()) % 16 != 0) return false;
-  const auto* wp = static_cast<const __nv_bfloat16*>(w.raw());
-  const dim3 grid(unsigned((N + kGemvWarps - 1) / kGemvWarps)), block(32 * kGemvWarps);
-  static constexpr decltype(&gemv_bf16_kernel<1>) kKernels[] = {
-      gemv_bf16_kernel<1>, gemv_bf16_kernel<2>, gemv_bf16_kernel<3>, gemv_bf16_kernel<4>,
-      gemv_bf16_kernel<5>, gemv_bf16_kernel<6>, gemv_bf16_kernel<7>, gemv_bf16_kernel<8>};
-  // Eight rows of x at a time (the accumulators stay in registers).
-  for (int64_t m0 = 0; m0 < M; m0 += 8) {
-    const __nv_bfloat16* xs = x + m0 * K;
-    float* ys = y + m0 * N;
-    launch("matmul: gemv", kKernels[std::min<int64_t>(8, M - m0) - 1], grid, block, 0, wp, xs, bias, ys, N, K, N);
+bool CudaBackend::gemv_suits(int64_t M, int64_t K, const Tensor& w) {
+  return M <= kGemvMaxRows && K % 8 == 0 && w.dtype() == DType::bf16 &&
+         reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0;
+}
+
+void CudaBackend::gemv_bf16(const float* x, const __nv_bfloat16* xb, int64_t M, int64_t K,
+                            std::span<const GemvOutput> outputs) {
+  for (size_t first = 0; first < outputs.size(); first += kGemvOutputs) {
+    GemvLaunch args{};
+    args.count = int(std::min<size_t>(kGemvOutputs, outputs.size() - first));
+    for (int i = 0; i < args.count; ++i) {
+      const GemvOutput& o = outputs[first + size_t(i)];
+      const int64_t n = o.w->dim(0);
+      args.out[i] = {static_cast<const uint4*>(o.w->raw()), o.bias, o.y, n};
+      args.first_block[i + 1] = args.first_block[i] + (n + kGemvWarps - 1) / kGemvWarps;
+    }
+    const dim3 grid(unsigned(args.first_block[args.count])), block(32 * kGemvWarps);
+    // Eight rows of x at a time (the accumulators stay in registers).
+    for (int64_t m0 = 0; m0 < M; m0 += 8) {
+      const int64_t rows = std::min<int64_t>(8, M - m0);
+      if (xb) launch("matmul: gemv", gemv_kernel<__nv_bfloat16>(rows), grid, block, 0, args, xb, K, m0);
+      else launch("matmul: gemv", gemv_kernel<float>(rows), grid, block, 0, args, x, K, m0);
+    }
   }
-  return true;
 }
 
 }  // namespace fathom::cuda

@@ -11,9 +11,7 @@ namespace fathom::cuda {
 
 namespace {
 
-constexpr size_t kAlign = 256;
-
-size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t aligned(size_t n) { return size_t(cuda_memory::aligned(int64_t(n))); }
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cuda/device_memory.h"
 #include "core/tensor.h"
 
 namespace fathom::cuda {
@@ -53,7 +54,7 @@ class StepArena {
 
   DeviceAllocator allocate_;
   std::vector<std::shared_ptr<Chunk>> chunks_;  // this step's; the last one takes new allocations
-  size_t want_tensor_ = size_t(8) << 20, want_stage_ = size_t(256) << 10;
+  size_t want_tensor_ = size_t(cuda_memory::kArenaTensorBytes), want_stage_ = size_t(cuda_memory::kArenaStageBytes);
 };
 
 }  // namespace fathom::cuda

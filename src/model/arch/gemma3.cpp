@@ -80,19 +80,19 @@ class Gemma3Model final : public DecoderModel {
     params.scale = float(std::pow(*c.query_pre_attn_scalar, -0.5));
     const float eps = float(c.rms_norm_eps);
 
+    if (c.num_layers > 0) b.rms_norm(x, layers_[0].input_norm, eps, h);
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const GemmaDecoderLayer& l = layers_[i];
       const bool local = c.layer_types[i] == LayerKind::sliding_attention;
-      b.rms_norm(x, l.input_norm, eps, h);
       const RopeTable::Tables& rope = local ? local_tables : global_tables;
       run_self_attention(b, l.attn, c, h, rope.cos, rope.sin, params, layout, i, scratch, s, bf16);
       b.rms_norm(s, l.post_attention_norm, eps, s);
-      b.add_inplace(x, s);
-
-      b.rms_norm(x, l.pre_feedforward_norm, eps, h);
+      b.add_rms_norm(x, s, l.pre_feedforward_norm, eps, h);
       l.mlp(b, h, gate, up, s, GateActivation::gelu_tanh, bf16);
       b.rms_norm(s, l.post_feedforward_norm, eps, s);
-      b.add_inplace(x, s);
+      // The residual add, and the next layer's input norm with it.
+      if (i + 1 < c.num_layers) b.add_rms_norm(x, s, layers_[i + 1].input_norm, eps, h);
+      else b.add_inplace(x, s);
     }
 
     return logits(x, layout);

@@ -66,21 +66,22 @@ class LlamaFamilyModel final : public DecoderModel {
     params.bf16_inputs = bf16();
     params.scale = float(1.0 / std::sqrt(double(c.head_dim)));
 
+    const float eps = float(c.rms_norm_eps);
+    if (c.num_layers > 0) b.rms_norm(x, layers_[0].input_norm, eps, h);
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const DecoderLayer& l = layers_[i];
-      b.rms_norm(x, l.input_norm, float(c.rms_norm_eps), h);
       run_self_attention(b, l.attn, c, h, cos, sin, params, layout, i, scratch, h, bf16());
-      b.add_inplace(x, h);
-
-      b.rms_norm(x, l.post_attention_norm, float(c.rms_norm_eps), h);
+      b.add_rms_norm(x, h, l.post_attention_norm, eps, h);
+      Tensor out = h;  // the MLP's output
       if (const auto* moe = std::get_if<SparseMoe>(&l.mlp)) {
-        Tensor out = b.empty({t, c.hidden_size}, DType::f32);
+        out = b.empty({t, c.hidden_size}, DType::f32);
         (*moe)(b, h, out, bf16());
-        b.add_inplace(x, out);
       } else {
         std::get<GatedMlp>(l.mlp)(b, h, gate, up, h, GateActivation::silu, bf16());
-        b.add_inplace(x, h);
       }
+      // The residual add, and the next layer's input norm with it.
+      if (i + 1 < c.num_layers) b.add_rms_norm(x, out, layers_[i + 1].input_norm, eps, h);
+      else b.add_inplace(x, out);
     }
 
     return logits(x, layout);

@@ -65,11 +65,8 @@ void run_gated_attention(Backend& b, const GatedAttention& a, const ModelConfig&
   Tensor q_rows = s.base.q.reshape({t * heads, hd}), gate_rows = s.gate.reshape({t * heads, hd});
   b.copy_columns(per_head, 0, q_rows, 0, hd);
   b.copy_columns(per_head, hd, gate_rows, 0, hd);
-  Tensor qh = s.base.q.reshape({t * heads, hd}), kh = s.base.k.reshape({t * c.num_kv_heads, hd});
-  b.rms_norm(qh, a.q_norm, float(c.rms_norm_eps), qh);
-  b.rms_norm(kh, a.k_norm, float(c.rms_norm_eps), kh);
-  b.rope(s.base.q, cos, sin);
-  b.rope(s.base.k, cos, sin);
+  b.rms_norm_rope(s.base.q, a.q_norm, float(c.rms_norm_eps), cos, sin);
+  b.rms_norm_rope(s.base.k, a.k_norm, float(c.rms_norm_eps), cos, sin);
   attend_segments(b, layout, layer, &s.base.k, &s.base.v, s.base.q, params, s.base.attn);
   b.sigmoid_mul(s.base.attn, s.gate);
   a.o(b, s.base.attn.reshape({t, q_dim}), out, bf16);
@@ -136,9 +133,9 @@ class Qwen3NextModel final : public DecoderModel {
     params.bf16_inputs = bf16;
     params.scale = float(1.0 / std::sqrt(double(c.head_dim)));
 
+    if (c.num_layers > 0) b.rms_norm(x, layers_[0].input_norm, eps, h);
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const QwenNextLayer& l = layers_[size_t(i)];
-      b.rms_norm(x, l.input_norm, eps, h);
       if (const auto* net = std::get_if<GatedDeltaNet>(&l.mixer)) {
         for (size_t j = 0; j < layout.segments.size(); ++j) {
           const auto& segment = layout.segments[j];
@@ -150,12 +147,12 @@ class Qwen3NextModel final : public DecoderModel {
         run_gated_attention(b, std::get<GatedAttention>(l.mixer), c, h, cos, sin, params, layout, i, attn_scratch, s,
                             bf16);
       }
-      b.add_inplace(x, s);
-
-      b.rms_norm(x, l.post_attention_norm, eps, h);
+      b.add_rms_norm(x, s, l.post_attention_norm, eps, h);
       if (const auto* moe = std::get_if<SparseMoe>(&l.mlp)) (*moe)(b, h, s, bf16);
       else std::get<GatedMlp>(l.mlp)(b, h, gate, up, s, GateActivation::silu, bf16);
-      b.add_inplace(x, s);
+      // The residual add, and the next layer's input norm with it.
+      if (i + 1 < c.num_layers) b.add_rms_norm(x, s, layers_[size_t(i + 1)].input_norm, eps, h);
+      else b.add_inplace(x, s);
     }
 
     return logits(x, layout);

@@ -1,0 +1,25 @@
+#pragma once
+// The device memory the CUDA backend holds beside the tensors it is asked
+// for, as constants the memory contract bills from (host code; no CUDA
+// headers). Each is used where the backend allocates it.
+#include <cstdint>
+
+namespace fathom::cuda_memory {
+
+// Every device allocation is rounded up to this.
+inline constexpr int64_t kAllocationAlignment = 256;
+// cuBLAS's workspace, ours: captured into a graph, cuBLAS must not allocate.
+inline constexpr int64_t kCublasWorkspaceBytes = int64_t(32) << 20;
+// A recorded step's arena chunk starts at these sizes (tensors, staged host
+// data) and grows to 1.25× what the last step used (step_arena.cu).
+inline constexpr int64_t kArenaTensorBytes = int64_t(8) << 20, kArenaStageBytes = int64_t(256) << 10;
+// Attention's split partials hold at most this many (query row, head,
+// split) triples, beyond one split per row; a split takes at least a tile
+// of kMinSplitKeys keys.
+inline constexpr int64_t kMaxPartialRows = int64_t(1) << 18, kMinSplitKeys = 32;
+
+inline constexpr int64_t aligned(int64_t bytes) {
+  return (bytes + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
+}
+
+}  // namespace fathom::cuda_memory
