@@ -126,29 +126,45 @@ int64_t MemoryContract::weights_bytes() const {
 }
 
 int64_t MemoryContract::device_weights_bytes() const {
-  // Each tensor the loader uploads, in the form it gives it (WeightLoader:
-  // place), in allocations of its own. Quantized folders stay on the CPU.
+  // Each tensor the text model loads, in the form the loader uploads it
+  // (WeightLoader::place), in allocations of its own: the tensors under the
+  // text model's root (not a vision tower beside it, nor anything else a
+  // folder holds) and the output head. Quantized folders stay on the CPU.
   const ModelConfig& c = in_.config;
   const bool bf16 = in_.dtype == ComputeDType::bf16;
+  std::string root;
+  for (const char* p : {"model.", "model.language_model.", "language_model.model."})
+    if (in_.tensors.count(std::string(p) + "embed_tokens.weight")) {
+      root = p;
+      break;
+    }
+  // The head: lm_head where the model is untied and has one, else the embedding's matmul copy.
+  std::string head = root + "embed_tokens.weight";
+  if (!c.tie_word_embeddings)
+    for (const char* name : {"lm_head.weight", "language_model.lm_head.weight"})
+      if (in_.tensors.count(name)) {
+        head = name;
+        break;
+      }
+  // to_matmul_dtype: bf16 for bf16 compute; f32 compute keeps bf16 and widens the rest.
+  auto matmul_bytes = [&](const StoredTensor& t) { return numel(t) * (bf16 || t.dtype == "BF16" ? 2 : 4); };
   int64_t total = 0;
   auto add = [&](int64_t bytes) { total += cuda_memory::aligned(bytes); };
   for (const auto& [name, t] : in_.tensors) {
+    if (name.rfind(root, 0) != 0) continue;  // the head is added below
+    if (ends_with(name, ".layer_scalar")) continue;  // read once, kept on the host
     const int64_t n = numel(t);
-    // to_matmul_dtype: bf16 for bf16 compute; f32 compute keeps bf16 and widens the rest.
-    const int64_t matmul = n * (bf16 || t.dtype == "BF16" ? 2 : 4);
     if (t.shape.size() <= 1 || ends_with(name, ".conv1d.weight") || ends_with(name, ".in_proj_ba.weight") ||
-        kept_in_f32(name)) {
+        kept_in_f32(name))
       add(n * 4);  // norms, biases, conv weights, routers and the small projections: f32
-    } else if (name.find("embed_tokens") != std::string::npos) {
-      add(int64_t(t.nbytes));  // the table, as stored
-      // A tied output head is a matmul weight of its own on the device.
-      if (c.tie_word_embeddings && name.find("per_layer") == std::string::npos) add(matmul);
-    } else {
-      add(matmul);
-    }
+    else if (name.find("embed_tokens") != std::string::npos)
+      add(int64_t(t.nbytes));  // tables, as stored
+    else
+      add(matmul_bytes(t));
     // Gemma 4's routers keep a vector of ones beside their weights.
     if (ends_with(name, ".router.proj.weight")) add(c.hidden_size * 4);
   }
+  if (const auto it = in_.tensors.find(head); it != in_.tensors.end()) add(matmul_bytes(it->second));
   // So does Gemma 4's attention where a layer owns its KV (the values' unit-weight norm).
   if (c.model_type.rfind("gemma4", 0) == 0)
     for (int64_t i = 0; i < c.num_layers; ++i)

@@ -110,13 +110,17 @@ __global__ void gemv_bf16_kernel(GemvLaunch launch, const X* __restrict__ x, int
 template <typename X>
 using GemvKernel = void (*)(GemvLaunch, const X*, int64_t, int64_t);
 
-// The kernel for `rows` rows of x (1 to 8).
-template <typename X>
-GemvKernel<X> gemv_kernel(int64_t rows) {
-  static constexpr GemvKernel<X> kKernels[] = {gemv_bf16_kernel<1, X>, gemv_bf16_kernel<2, X>, gemv_bf16_kernel<3, X>,
-                                               gemv_bf16_kernel<4, X>, gemv_bf16_kernel<5, X>, gemv_bf16_kernel<6, X>,
-                                               gemv_bf16_kernel<7, X>, gemv_bf16_kernel<8, X>};
+// The kernel for `rows` rows of x: 1 to 8 rounded rows, or 1 to
+// CudaBackend::kGemvF32Rows f32 ones.
+GemvKernel<__nv_bfloat16> rounded_x_kernel(int64_t rows) {
+  static constexpr GemvKernel<__nv_bfloat16> kKernels[] = {
+      gemv_bf16_kernel<1, __nv_bfloat16>, gemv_bf16_kernel<2, __nv_bfloat16>, gemv_bf16_kernel<3, __nv_bfloat16>,
+      gemv_bf16_kernel<4, __nv_bfloat16>, gemv_bf16_kernel<5, __nv_bfloat16>, gemv_bf16_kernel<6, __nv_bfloat16>,
+      gemv_bf16_kernel<7, __nv_bfloat16>, gemv_bf16_kernel<8, __nv_bfloat16>};
   return kKernels[rows - 1];
+}
+GemvKernel<float> f32_x_kernel(int64_t rows) {
+  return rows == 1 ? gemv_bf16_kernel<1, float> : gemv_bf16_kernel<2, float>;
 }
 
 }  // namespace
@@ -128,6 +132,7 @@ bool CudaBackend::gemv_suits(int64_t M, int64_t K, const Tensor& w) {
 
 void CudaBackend::gemv_bf16(const float* x, const __nv_bfloat16* xb, int64_t M, int64_t K,
                             std::span<const GemvOutput> outputs) {
+  static_assert(kGemvF32Rows == 2, "f32_x_kernel has kernels for 1 and 2 rows");
   for (size_t first = 0; first < outputs.size(); first += kGemvOutputs) {
     GemvLaunch args{};
     args.count = int(std::min<size_t>(kGemvOutputs, outputs.size() - first));
@@ -141,8 +146,8 @@ void CudaBackend::gemv_bf16(const float* x, const __nv_bfloat16* xb, int64_t M, 
     // Eight rows of x at a time (the accumulators stay in registers).
     for (int64_t m0 = 0; m0 < M; m0 += 8) {
       const int64_t rows = std::min<int64_t>(8, M - m0);
-      if (xb) launch("matmul: gemv", gemv_kernel<__nv_bfloat16>(rows), grid, block, 0, args, xb, K, m0);
-      else launch("matmul: gemv", gemv_kernel<float>(rows), grid, block, 0, args, x, K, m0);
+      if (xb) launch("matmul: gemv", rounded_x_kernel(rows), grid, block, 0, args, xb, K, m0);
+      else launch("matmul: gemv", f32_x_kernel(rows), grid, block, 0, args, x, K, m0);
     }
   }
 }
