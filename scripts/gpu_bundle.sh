@@ -7,6 +7,9 @@
 # apt packages. The device tool carries 64 MiB with the tracked tree (~62 MiB),
 # which leaves about 1 MB: one binary per call, stripped, xz with its x86
 # filter, our other libraries linked statically.
+# The bench binary fits only without the PTX of a default build: bundle from
+# an sm_90a-only build (ccache makes it quick beside build/):
+#   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real
 #   scripts/gpu_bundle.sh tests|bench [build dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
