@@ -1207,6 +1207,20 @@ TEST_P(OpSuite, AttentionBf16HeadDim128) {
   check_attention({LayerCodec{}, DType::bf16, 4, 2, 128, std::nullopt, {1, 40, 7, 1}, 0.0});
 }
 
+// Decode and verify rows (up to 16) over bf16 rows, after prompts long
+// enough for a device to split the keys several ways and walk each split in
+// several passes: head dims 64, 128 and 256, query groups of 1 to 8, and a
+// group of 16 (a device's general kernel).
+TEST_P(OpSuite, AttentionBf16DecodeRows) {
+  SCOPED_TRACE(seed_note());
+  check_attention({LayerCodec{}, DType::bf16, 16, 8, 128, std::nullopt, {300, 1, 1, 16, 3}, 0.0});
+  check_attention({LayerCodec{}, DType::bf16, 8, 1, 64, std::nullopt, {700, 1, 5}, 0.0});
+  check_attention({LayerCodec{}, DType::bf16, 12, 4, 256, std::nullopt, {150, 1, 2}, 0.0});
+  check_attention({LayerCodec{}, DType::bf16, 4, 4, 128, std::nullopt, {90, 1}, 0.0});
+  check_attention({LayerCodec{}, DType::bf16, 16, 1, 64, std::nullopt, {200, 1}, 0.0});
+  check_attention({LayerCodec{}, DType::bf16, 8, 2, 128, 100, {64, 64, 64, 64, 1, 3, 1}, 0.0});
+}
+
 TEST_P(OpSuite, AttentionSlidingWindow) {
   SCOPED_TRACE(seed_note());
   check_attention({LayerCodec{}, DType::f32, 6, 3, 64, 16, {40, 40, 1, 1, 7}, 0.0});

@@ -354,6 +354,157 @@ attention_tiled_kernel(KvLayout l, unsigned char* const* table, const float* q, 
   }
 }
 
+// Decode rows over plain bf16 rows, the common case, at the memory's pace:
+// a block per (query row, kv head, split) holds the group's queries in
+// shared memory; each of its warps takes 32 keys at a time, a key per lane
+// (scores from 16-byte loads of the lane's key row, no shuffles per key),
+// runs the online softmax per query head over them, then adds their values
+// with the lanes splitting head_dim (each value row read whole by the warp).
+// The warps' partials meet in shared memory and leave as one split's
+// partial, in attention_split_kernel's layout.
+constexpr int kDecodeWarps = 4, kDecodeMaxGroup = 8, kDecodeKeysPerPass = 32 * kDecodeWarps;
+constexpr int64_t kDecodeMaxRows = 16;  // query rows a step may have to take it (decode and verify rows)
+
+__device__ __forceinline__ void widen_bf16x8(const uint4& v, float out[8]) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
+// N consecutive bf16 values (N = 2, 4 or 8; 16-byte aligned rows) in one load.
+template <int N>
+__device__ __forceinline__ void load_bf16(const __nv_bfloat16* p, float out[N]) {
+  if constexpr (N == 8) {
+    widen_bf16x8(*reinterpret_cast<const uint4*>(p), out);
+  } else {
+    uint32_t words[N / 2];
+    if constexpr (N == 4) {
+      const uint2 v = *reinterpret_cast<const uint2*>(p);
+      words[0] = v.x, words[1] = v.y;
+    } else {
+      words[0] = *reinterpret_cast<const uint32_t*>(p);
+    }
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      out[2 * i] = __uint_as_float(words[i] << 16);
+      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(32 * kDecodeWarps)
+attention_decode_bf16_kernel(KvLayout l, unsigned char* const* table, const float* q, int64_t heads,
+                             int64_t kv_heads, float scale, int64_t q_first, int64_t window, int64_t splits,
+                             int64_t split_len, float* partial) {
+  constexpr int kPer = D / 32;  // values per lane
+  constexpr int G = kDecodeMaxGroup;
+  __shared__ float qs[G][D];
+  __shared__ float warp_m[kDecodeWarps][G], warp_l[kDecodeWarps][G];
+  __shared__ float warp_o[kDecodeWarps][G][D];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t row = blockIdx.x / kv_heads, g = blockIdx.x % kv_heads, split = blockIdx.y;
+  const int group = int(heads / kv_heads);
+  for (int e = threadIdx.x; e < group * D; e += blockDim.x)
+    qs[e / D][e % D] = q[(row * heads + g * group + e / D) * D + e % D] * scale;
+  __syncthreads();
+  const int64_t pos = q_first + row;
+  const int64_t lo_pos = window > 0 ? max(l.first_position, pos - window + 1) : l.first_position;
+  const int64_t lo = max(lo_pos - l.first_position, split * split_len);
+  const int64_t hi = min(pos - l.first_position, (split + 1) * split_len - 1);
+  float m[G], sum[G], acc[G][kPer];
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+    m[h] = -INFINITY, sum[h] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kPer; ++c) acc[h][c] = 0.0f;
+  }
+  for (int64_t k0 = lo + warp * 32; k0 <= hi; k0 += kDecodeKeysPerPass) {
+    const int64_t key = k0 + lane;
+    const bool valid = key <= hi;
+    const RowRef ref = valid ? row_ref(l, table, key) : RowRef{nullptr, 0};
+    float p[G];
+#pragma unroll
+    for (int h = 0; h < G; ++h) p[h] = 0.0f;
+    if (valid) {
+      const uint4* kr = reinterpret_cast<const uint4*>(row_ptr(l, ref, 0, g));
+#pragma unroll 4
+      for (int c = 0; c < D / 8; ++c) {
+        float kf[8];
+        widen_bf16x8(kr[c], kf);
+#pragma unroll
+        for (int h = 0; h < G; ++h)
+          if (h < group)
+#pragma unroll
+            for (int i = 0; i < 8; ++i) p[h] = fmaf(qs[h][8 * c + i], kf[i], p[h]);
+      }
+    }
+    // The online softmax per query head over these 32 keys (lane 0's is valid).
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+      if (h >= group) break;
+      float mx = valid ? p[h] : -INFINITY;
+      for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      const float m_new = fmaxf(m[h], mx), correction = expf(m[h] - m_new);
+      p[h] = valid ? expf(p[h] - m_new) : 0.0f;
+      float s = p[h];
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      sum[h] = sum[h] * correction + s;
+      m[h] = m_new;
+#pragma unroll
+      for (int c = 0; c < kPer; ++c) acc[h][c] *= correction;
+    }
+    // Values: key j's row, lane l holding dims [l · kPer, (l + 1) · kPer).
+    const int n = hi - k0 + 1 < 32 ? int(hi - k0 + 1) : 32;
+    const unsigned long long block = reinterpret_cast<unsigned long long>(ref.block);
+    for (int j = 0; j < n; ++j) {
+      const auto* vb = reinterpret_cast<const unsigned char*>(__shfl_sync(0xffffffffu, block, j));
+      const long long r = __shfl_sync(0xffffffffu, static_cast<long long>(ref.r), j);
+      const auto* vr = reinterpret_cast<const __nv_bfloat16*>(vb + l.rows_base[1] + (g * l.block_rows + r) * l.row_bytes[1]);
+      float vf[kPer];
+      load_bf16<kPer>(vr + lane * kPer, vf);
+#pragma unroll
+      for (int h = 0; h < G; ++h) {
+        if (h >= group) break;
+        const float w = __shfl_sync(0xffffffffu, p[h], j);
+#pragma unroll
+        for (int c = 0; c < kPer; ++c) acc[h][c] = fmaf(w, vf[c], acc[h][c]);
+      }
+    }
+  }
+  // The warps' partials into one.
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+    if (h >= group) break;
+    if (lane == 0) warp_m[warp][h] = m[h], warp_l[warp][h] = sum[h];
+#pragma unroll
+    for (int c = 0; c < kPer; ++c) warp_o[warp][h][lane * kPer + c] = acc[h][c];
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < group * D; e += blockDim.x) {
+    const int h = e / D, i = e % D;
+    float mx = -INFINITY;
+    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, warp_m[w][h]);
+    float total = 0.0f, value = 0.0f;
+    if (mx > -INFINITY)
+      for (int w = 0; w < kDecodeWarps; ++w)
+        if (warp_m[w][h] > -INFINITY) {
+          const float f = expf(warp_m[w][h] - mx);
+          total += warp_l[w][h] * f;
+          value += warp_o[w][h][i] * f;
+        }
+    float* out = partial + ((row * heads + g * group + h) * splits + split) * (D + 2);
+    out[2 + i] = value;
+    if (i == 0) {
+      out[0] = mx;  // −inf: this split saw no key
+      out[1] = total;
+    }
+  }
+}
+
 __global__ void attention_combine_kernel(const float* partial, int64_t rows, int64_t splits, int64_t d, float* out) {
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -437,8 +588,27 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
   // Keys split so that decode (one query row) still fills the GPU; the
   // partials are capped at kMaxPartialWarps (query rows × heads × splits).
   constexpr int64_t kMaxPartialWarps = cuda_memory::kMaxPartialRows;
-  static_assert(kTileKeys == cuda_memory::kMinSplitKeys, "the memory contract bills splits of a tile's keys");
   const int64_t rows = t * heads, group = heads / kv.kv_heads();
+  const bool decode_rows = t <= kDecodeMaxRows && l.codec == 0 && l.bf16 && group <= kDecodeMaxGroup &&
+                           (d == 64 || d == 128 || d == 256);
+  if (decode_rows) {
+    // Two blocks per SM, down to one pass of the warps' keys per split.
+    const int64_t blocks = t * kv.kv_heads();
+    const int64_t splits = std::clamp<int64_t>((2 * ctx_->sm_count + blocks - 1) / blocks, 1,
+                                               std::min((kv.length + kDecodeKeysPerPass - 1) / kDecodeKeysPerPass,
+                                                        std::max<int64_t>(1, kMaxPartialWarps / rows)));
+    const int64_t split_len = ((kv.length + splits - 1) / splits + 31) / 32 * 32;
+    auto* partial = static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float)));
+    const dim3 grid{unsigned(blocks), unsigned(splits)};
+    auto kernel = d == 64 ? attention_decode_bf16_kernel<64>
+                          : d == 128 ? attention_decode_bf16_kernel<128> : attention_decode_bf16_kernel<256>;
+    launch("attention: decode rows", kernel, grid, 32 * kDecodeWarps, 0, l, table, q, heads, kv.kv_heads(), p.scale,
+           p.first_position, p.window.value_or(0), splits, split_len, partial);
+    launch("attention: combine the splits", attention_combine_kernel, unsigned((rows * 32 + 255) / 256), 256, 0,
+           partial, rows, splits, d, out.data<float>());
+    return;
+  }
+  static_assert(kTileKeys == cuda_memory::kMinSplitKeys, "the memory contract bills splits of a tile's keys");
   const bool tiled = d <= kTiledMaxHeadDim && group <= kTileQueries;
   const int64_t split_keys = tiled ? 256 : 64;
   // Blocks without splitting the keys; a decode row has only one per kv head,
