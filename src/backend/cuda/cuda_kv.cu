@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cuda/bf16_vectors.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/turbo_codec.h"
 #include "core/error.h"
@@ -364,15 +365,6 @@ attention_tiled_kernel(KvLayout l, unsigned char* const* table, const float* q, 
 // partial, in attention_split_kernel's layout.
 constexpr int kDecodeWarps = 4, kDecodeMaxGroup = 8, kDecodeKeysPerPass = 32 * kDecodeWarps;
 constexpr int64_t kDecodeMaxRows = 16;  // query rows a step may have to take it (decode and verify rows)
-
-__device__ __forceinline__ void widen_bf16x8(const uint4& v, float out[8]) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(words[i] << 16);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
 
 // N consecutive bf16 values (N = 2, 4 or 8; 16-byte aligned rows) in one load.
 template <int N>

@@ -3,6 +3,7 @@
 // for one row does not come close (see bench/RESULTS.md). The outputs of one
 // x (q/k/v, gate/up) go in one launch: a decode step is a chain of small
 // kernels, and each launch removed is a few microseconds of it.
+#include "backend/cuda/bf16_vectors.h"
 #include "backend/cuda/cuda_backend.h"
 
 namespace fathom::cuda {
@@ -26,21 +27,12 @@ struct GemvLaunch {
   int count;
 };
 
-__device__ __forceinline__ void widen8(const uint4& v, float out[8]) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(words[i] << 16);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
-
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
 // x's 8 values at chunk c of a row, as the bf16 products see them: a bf16
 // row widened, or an f32 row rounded to bf16 on the way (no separate pass).
 __device__ __forceinline__ void load_x8(const __nv_bfloat16* row, int64_t c, float out[8]) {
-  widen8(__ldg(reinterpret_cast<const uint4*>(row) + c), out);
+  widen_bf16x8(__ldg(reinterpret_cast<const uint4*>(row) + c), out);
 }
 __device__ __forceinline__ void load_x8(const float* row, int64_t c, float out[8]) {
   const float4 a = __ldg(reinterpret_cast<const float4*>(row) + 2 * c);
@@ -77,7 +69,7 @@ __global__ void gemv_bf16_kernel(GemvLaunch launch, const X* __restrict__ x, int
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; ++u) {
       float wf[8];
-      widen8(wv[u], wf);
+      widen_bf16x8(wv[u], wf);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
@@ -89,7 +81,7 @@ __global__ void gemv_bf16_kernel(GemvLaunch launch, const X* __restrict__ x, int
   }
   for (; c < chunks; c += 32) {
     float wf[8];
-    widen8(__ldg(wr + c), wf);
+    widen_bf16x8(__ldg(wr + c), wf);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xf[8];
