@@ -303,7 +303,7 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   if (in_.device == Device::cuda) {
     // Each of the step's ~30 tensors is an allocation of its own, rounded up.
     bytes += 32 * cuda_memory::kAllocationAlignment;
-    return {bytes, cuda_scratch_bytes(t, context, rounded_depth)};
+    return {bytes, cuda_scratch_bytes(t, context, rounded_depth, max_hd)};
   }
   scratch += t * rounded_depth * (2 + 4);
   if (c.quantization) {
@@ -344,12 +344,9 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   return {bytes, scratch};
 }
 
-int64_t MemoryContract::cuda_scratch_bytes(int64_t t, int64_t context, int64_t rounded_depth) const {
+int64_t MemoryContract::cuda_scratch_bytes(int64_t t, int64_t context, int64_t rounded_depth, int64_t max_hd) const {
   namespace cm = cuda_memory;
   const ModelConfig& c = in_.config;
-  int64_t max_hd = 1;
-  for (int64_t i = 0; i < c.num_layers; ++i)
-    if (c.layer_types[i] != LayerKind::linear_attention) max_hd = std::max(max_hd, c.head_dim_of(i));
   // The backend's scratch slots grow to the largest step and stay
   // (CudaBackend::scratch): x rounded to bf16 and widened back; attention's
   // split partials (each query row's heads split over the keys, a tile of
@@ -390,7 +387,7 @@ int64_t MemoryContract::runtime_bytes() const {
     // to spare; a step that overflows it takes a second chunk, and a chunk
     // an earlier step's tensor still holds stays: three chunks at most.
     const ModelConfig& c = in_.config;
-    const int64_t rows = 16, longest = std::max<int64_t>(1, c.max_position_embeddings);
+    const int64_t rows = Model::kReplayableStepRows, longest = std::max<int64_t>(1, c.max_position_embeddings);
     int64_t max_hd = 1;
     for (int64_t i = 0; i < c.num_layers; ++i) max_hd = std::max(max_hd, c.head_dim_of(i));
     const int64_t step = transient_parts(rows, 1).first;

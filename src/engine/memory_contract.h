@@ -111,7 +111,8 @@ class MemoryContract {
   std::pair<int64_t, int64_t> transient_parts(int64_t chunk, int64_t context) const;
   // The GPU's forms of weights_bytes and of the backend's scratch.
   int64_t device_weights_bytes() const;
-  int64_t cuda_scratch_bytes(int64_t t, int64_t context, int64_t rounded_depth) const;
+  // max_hd: the widest attention head.
+  int64_t cuda_scratch_bytes(int64_t t, int64_t context, int64_t rounded_depth, int64_t max_hd) const;
   // The fewest rows a plain KV block of any attention layer holds.
   int64_t kv_min_block_rows() const;
   Inputs in_;

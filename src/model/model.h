@@ -38,6 +38,9 @@ struct LoadOptions {
 
 class Model {
  public:
+  // The most rows a step may have to be recorded and replayed (decode rows,
+  // verify spans); the memory contract sizes the CUDA step arena by it.
+  static constexpr int64_t kReplayableStepRows = 16;
   virtual ~Model() = default;
   virtual const ModelConfig& config() const = 0;
   virtual ComputeDType compute_dtype() const = 0;
@@ -79,7 +82,6 @@ class Model {
   std::unique_ptr<SequenceState> make_state(const ModelConfig& config, int64_t capacity) const;
   // Whether a step may run through Backend::run_step (recorded and replayed).
   bool replayable(const StepLayout& layout) const;
-  static constexpr int64_t kReplayableStepRows = 16;
   DType plain_kv_dtype() const { return compute_dtype() == ComputeDType::bf16 ? DType::bf16 : DType::f32; }
 
   // Every op of the model and its KV blocks run here.

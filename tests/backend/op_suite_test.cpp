@@ -469,7 +469,7 @@ TEST_P(OpSuite, RmsNormRope) {
   const float eps = 1e-6f;
   const int64_t heads = 3;
   // Full and partial rotary; head_dim 128 (Qwen3) and an odd-sized tail part.
-  for (const auto [head_dim, half] : {std::pair<int64_t, int64_t>{128, 64}, {40, 12}})
+  for (const auto& [head_dim, half] : {std::pair<int64_t, int64_t>{128, 64}, {40, 12}})
     for (int64_t t : kRows) {
       Input x = input({t, heads, head_dim}, 3.0f);
       const Input w = input({head_dim});

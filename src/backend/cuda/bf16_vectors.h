@@ -8,13 +8,33 @@
 
 namespace fathom::cuda {
 
+// The 2 bf16 values of a 32-bit word, the first in its low half.
+__device__ __forceinline__ void widen_bf16x2(uint32_t word, float out[2]) {
+  out[0] = __uint_as_float(word << 16);
+  out[1] = __uint_as_float(word & 0xffff0000u);
+}
+
 // The 8 bf16 values of a 16-byte load.
 __device__ __forceinline__ void widen_bf16x8(const uint4& v, float out[8]) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(words[i] << 16);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  widen_bf16x2(v.x, out);
+  widen_bf16x2(v.y, out + 2);
+  widen_bf16x2(v.z, out + 4);
+  widen_bf16x2(v.w, out + 6);
+}
+
+// N consecutive bf16 values (N = 2, 4 or 8) from one load of 4, 8 or 16
+// bytes (p aligned to it).
+template <int N>
+__device__ __forceinline__ void load_bf16(const void* p, float out[N]) {
+  static_assert(N == 2 || N == 4 || N == 8);
+  if constexpr (N == 8) {
+    widen_bf16x8(*static_cast<const uint4*>(p), out);
+  } else if constexpr (N == 4) {
+    const uint2 v = *static_cast<const uint2*>(p);
+    widen_bf16x2(v.x, out);
+    widen_bf16x2(v.y, out + 2);
+  } else {
+    widen_bf16x2(*static_cast<const uint32_t*>(p), out);
   }
 }
 

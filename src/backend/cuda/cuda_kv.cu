@@ -366,27 +366,6 @@ attention_tiled_kernel(KvLayout l, unsigned char* const* table, const float* q, 
 constexpr int kDecodeWarps = 4, kDecodeMaxGroup = 8, kDecodeKeysPerPass = 32 * kDecodeWarps;
 constexpr int64_t kDecodeMaxRows = 16;  // query rows a step may have to take it (decode and verify rows)
 
-// N consecutive bf16 values (N = 2, 4 or 8; 16-byte aligned rows) in one load.
-template <int N>
-__device__ __forceinline__ void load_bf16(const __nv_bfloat16* p, float out[N]) {
-  if constexpr (N == 8) {
-    widen_bf16x8(*reinterpret_cast<const uint4*>(p), out);
-  } else {
-    uint32_t words[N / 2];
-    if constexpr (N == 4) {
-      const uint2 v = *reinterpret_cast<const uint2*>(p);
-      words[0] = v.x, words[1] = v.y;
-    } else {
-      words[0] = *reinterpret_cast<const uint32_t*>(p);
-    }
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) {
-      out[2 * i] = __uint_as_float(words[i] << 16);
-      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-    }
-  }
-}
-
 template <int D>
 __global__ void __launch_bounds__(32 * kDecodeWarps)
 attention_decode_bf16_kernel(KvLayout l, unsigned char* const* table, const float* q, int64_t heads,
