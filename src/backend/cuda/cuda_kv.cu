@@ -6,77 +6,13 @@
 
 #include "backend/cuda/bf16_vectors.h"
 #include "backend/cuda/cuda_backend.h"
-#include "backend/turbo_codec.h"
+#include "backend/cuda/kv_layout.h"
 #include "core/error.h"
 
 namespace fathom::cuda {
 namespace {
 
 constexpr int kMaxHeadDim = 512;
-
-// A KvFormat flattened for kernels: every offset precomputed on the host.
-struct KvLayout {
-  int codec = 0;  // 0 plain, 1 affine, 2 codebook
-  bool bf16 = false;
-  int bits[2] = {0, 0};          // K, V
-  int group = 0, groups = 0;
-  int64_t head_dim = 0, block_rows = 0;
-  int64_t row_bytes[2] = {0, 0};
-  int64_t rows_base[2] = {0, 0};    // head 0's rows
-  int64_t scales_base[2] = {0, 0};  // head 0's scales (affine) or row scales (codebook)
-  int64_t biases_base[2] = {0, 0};
-  int64_t param_bytes = 0;          // per row in each parameter region
-  int64_t row_offset = 0, first_position = 0, length = 0;
-  float table[2][16] = {};
-  float boundaries[2][15] = {};
-};
-
-KvLayout layout_of(const KvView& kv) {
-  const KvFormat& f = kv.format;
-  KvLayout l;
-  l.codec = f.codec == KvFormat::Codec::plain ? 0 : f.codec == KvFormat::Codec::affine ? 1 : 2;
-  l.bf16 = f.dtype == DType::bf16;
-  l.bits[0] = f.k_bits;
-  l.bits[1] = f.v_bits;
-  l.group = f.group_size;
-  l.groups = int(f.groups());
-  l.head_dim = f.head_dim;
-  l.block_rows = f.block_rows;
-  for (int v = 0; v < 2; ++v) {
-    l.row_bytes[v] = f.row_bytes(v);
-    l.rows_base[v] = f.rows_offset(v, 0);
-    if (f.codec != KvFormat::Codec::plain) l.scales_base[v] = f.scales_offset(v, 0);
-    if (f.codec == KvFormat::Codec::affine) l.biases_base[v] = f.biases_offset(v, 0);
-  }
-  l.param_bytes = f.codec == KvFormat::Codec::affine ? f.groups() * 2 : f.codec == KvFormat::Codec::codebook ? 4 : 0;
-  l.row_offset = kv.row_offset;
-  l.first_position = kv.first_position;
-  l.length = kv.length;
-  for (int i = 0; i < 16; ++i) {
-    l.table[0][i] = kv.k_table[size_t(i)];
-    l.table[1][i] = kv.v_table[size_t(i)];
-  }
-  if (f.codec == KvFormat::Codec::codebook)
-    for (int v = 0; v < 2; ++v) {
-      const auto& book = lloyd_max_codebook(v ? f.v_bits : f.k_bits);
-      for (size_t i = 0; i < book.boundaries.size(); ++i) l.boundaries[v][i] = book.boundaries[i];
-    }
-  return l;
-}
-
-struct RowRef {
-  unsigned char* block;
-  int64_t r;  // row inside the block
-};
-
-__device__ __forceinline__ RowRef row_ref(const KvLayout& l, unsigned char* const* table, int64_t j) {
-  const int64_t at = l.row_offset + j;
-  return {table[at / l.block_rows], at % l.block_rows};
-}
-
-__device__ __forceinline__ unsigned char* row_ptr(const KvLayout& l, RowRef ref, int v, int64_t h) {
-  return ref.block + l.rows_base[v] + (h * l.block_rows + ref.r) * l.row_bytes[v];
-}
 
 __device__ __forceinline__ uint32_t code_at(const uint32_t* words, int bits, int64_t i) {
   const int64_t bit = i * bits;
@@ -428,22 +364,37 @@ attention_decode_bf16_kernel(KvLayout l, unsigned char* const* table, const floa
 #pragma unroll
       for (int c = 0; c < kPer; ++c) acc[h][c] *= correction;
     }
-    // Values: key j's row, lane l holding dims [l · kPer, (l + 1) · kPer).
+    // Values: key j's row, lane l holding dims [l · kPer, (l + 1) · kPer);
+    // kInFlight rows loaded before any is used, so that the warp waits for
+    // memory once per kInFlight rows rather than once per row.
     const int n = hi - k0 + 1 < 32 ? int(hi - k0 + 1) : 32;
     const unsigned long long block = reinterpret_cast<unsigned long long>(ref.block);
-    for (int j = 0; j < n; ++j) {
-      const auto* vb = reinterpret_cast<const unsigned char*>(__shfl_sync(0xffffffffu, block, j));
-      const long long r = __shfl_sync(0xffffffffu, static_cast<long long>(ref.r), j);
-      const auto* vr = reinterpret_cast<const __nv_bfloat16*>(vb + l.rows_base[1] + (g * l.block_rows + r) * l.row_bytes[1]);
-      float vf[kPer];
-      load_bf16<kPer>(vr + lane * kPer, vf);
+    constexpr int kInFlight = D == 256 ? 4 : 8;
+    for (int j0 = 0; j0 < n; j0 += kInFlight) {
+      float vf[kInFlight][kPer];
 #pragma unroll
-      for (int h = 0; h < G; ++h) {
-        if (h >= group) break;
-        const float w = __shfl_sync(0xffffffffu, p[h], j);
+      for (int u = 0; u < kInFlight; ++u) {
+        const int j = j0 + u;  // < 32: n ≤ 32 and kInFlight divides 32
+        const auto* vb = reinterpret_cast<const unsigned char*>(__shfl_sync(0xffffffffu, block, j));
+        const long long r = __shfl_sync(0xffffffffu, static_cast<long long>(ref.r), j);
+        if (j < n) {
+          const auto* vr =
+              reinterpret_cast<const __nv_bfloat16*>(vb + l.rows_base[1] + (g * l.block_rows + r) * l.row_bytes[1]);
+          load_bf16<kPer>(vr + lane * kPer, vf[u]);
+        } else {
 #pragma unroll
-        for (int c = 0; c < kPer; ++c) acc[h][c] = fmaf(w, vf[c], acc[h][c]);
+          for (int c = 0; c < kPer; ++c) vf[u][c] = 0.0f;  // lane j's key is past hi: its p is 0
+        }
       }
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u)
+#pragma unroll
+        for (int h = 0; h < G; ++h) {
+          if (h >= group) break;
+          const float w = __shfl_sync(0xffffffffu, p[h], j0 + u);
+#pragma unroll
+          for (int c = 0; c < kPer; ++c) acc[h][c] = fmaf(w, vf[u][c], acc[h][c]);
+        }
     }
   }
   // The warps' partials into one.
@@ -563,10 +514,12 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
   const bool decode_rows = t <= kDecodeMaxRows && l.codec == 0 && l.bf16 && group <= kDecodeMaxGroup &&
                            (d == 64 || d == 128 || d == 256);
   if (decode_rows) {
-    // Two blocks per SM, down to one pass of the warps' keys per split.
+    // Two blocks per SM, down to one warp's 32 keys per split: at short
+    // contexts more, shorter splits beat fewer, longer ones (a split's time
+    // is its keys' load latency, one pass of 32 after another).
     const int64_t blocks = t * kv.kv_heads();
     const int64_t splits = std::clamp<int64_t>((2 * ctx_->sm_count + blocks - 1) / blocks, 1,
-                                               std::min((kv.length + kDecodeKeysPerPass - 1) / kDecodeKeysPerPass,
+                                               std::min((kv.length + kTileKeys - 1) / kTileKeys,
                                                         std::max<int64_t>(1, kMaxPartialWarps / rows)));
     const int64_t split_len = ((kv.length + splits - 1) / splits + 31) / 32 * 32;
     auto* partial = static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float)));
@@ -577,6 +530,16 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
            p.first_position, p.window.value_or(0), splits, split_len, partial);
     launch("attention: combine the splits", attention_combine_kernel, unsigned((rows * 32 + 255) / 256), 256, 0,
            partial, rows, splits, d, out.data<float>());
+    return;
+  }
+  if (t > kDecodeMaxRows && flash_attention_suits(kv, p, t)) {
+    const int64_t splits = flash_attention_splits(kv, t, heads);
+    auto* partial =
+        splits > 1 ? static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float))) : nullptr;
+    flash_attention(l, table, q, t, heads, kv, p, splits, partial, out.data<float>());
+    if (splits > 1)
+      launch("attention: combine the splits", attention_combine_kernel, unsigned((rows * 32 + 255) / 256), 256, 0,
+             partial, rows, splits, d, out.data<float>());
     return;
   }
   static_assert(kTileKeys == cuda_memory::kMinSplitKeys, "the memory contract bills splits of a tile's keys");
