@@ -58,13 +58,24 @@ for shape in $shapes; do
   } | tee -a "$out/speed.log"
 done
 
-# PROFILE=1: each op's GPU time per decoded token (ops launched one by one and
-# waited for: FATHOM_CUDA_SYNC_OPS=1 with graphs off; each op also carries a
-# wait of ~10 µs). ncu over a whole step took longer than a device call may.
+# PROFILE=1: each op's GPU time per decoded token and per prefill of 2,048
+# tokens (ops launched one by one and waited for: FATHOM_CUDA_SYNC_OPS=1 with
+# graphs off; each op also carries a wait of ~10 µs). ncu over a whole step
+# took longer than a device call may.
+top_ops() { python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+for phase, unit in (("decode", "token"), ("prefill", "prefill")):
+    ops = r.get(phase + "_ops")
+    if not ops: continue
+    top = sorted(ops.items(), key=lambda kv: -kv[1]["ms_per_" + unit])[:12]
+    print(phase, "ms per", unit, "; outside the ops:", round(r[phase + "_outside_ops_ms_per_" + unit], 3))
+    for name, e in top: print("  %-45s %9.3f ms %8.1f calls" % (name, e["ms_per_" + unit], e["calls_per_" + unit]))
+'; }
 if [ "${PROFILE:-0}" = 1 ]; then
-  echo "== decode ops (each waited for)"
+  echo "== ops (each waited for)"
   FATHOM_CUDA_GRAPHS=0 FATHOM_CUDA_SYNC_OPS=1 "$bin/fathom_bench" --model "$model" --device cuda --dtype bf16 \
-    --prompt-tokens 512 --gen-tokens 32 --synthetic-context --profile-ops 2>&1 | tee "$out/profile.log" |
-    tr -d ' \n' | grep -o '"decode_ops.*"decode_outside_ops_ms_per_token":[^,]*'
-  echo
+    --prompt-tokens 512 --gen-tokens 32 --synthetic-context --profile-ops 2>/dev/null | tee "$out/profile.log" | top_ops
+  FATHOM_CUDA_GRAPHS=0 FATHOM_CUDA_SYNC_OPS=1 "$bin/fathom_bench" --model "$model" --device cuda --dtype bf16 \
+    --prompt-tokens 2048 --gen-tokens 1 --profile-ops 2>/dev/null | tee "$out/profile_prefill.log" | top_ops
 fi

@@ -75,8 +75,8 @@ Command add_bench_command(CLI::App& app) {
                "write --prompt-tokens random key/value rows into the cache instead of prefilling (decode at depth; "
                "prefill_tok_s is then 0)");
   app.add_flag("--profile-ops", o->profile_ops,
-               "report the decode steps' time per backend op (ms per token, every run together) and the time "
-               "outside the ops");
+               "report the time per backend op of the decode steps (ms per token) and of the prefills (ms per "
+               "prefill; not with --synthetic-context), every run together, and the time outside the ops");
   o->speculation.add_to(app);
   return [o] {
     if (o->model.maybe_describe_kv()) return 0;
@@ -106,14 +106,15 @@ Command add_bench_command(CLI::App& app) {
 
     using clock = std::chrono::steady_clock;
     std::vector<double> prefill_tps, decode_tps;
-    OpProfile decode_ops;
-    double decode_seconds = 0.0;
+    OpProfile prefill_ops, decode_ops;
+    double prefill_seconds = 0.0, decode_seconds = 0.0;
     int64_t kv_bytes = 0;
     const size_t batch = size_t(o->batch);
     for (int r = 0; r < o->repeat; ++r) {
       // Sequence b's prompt: the prompt with its ids shifted by b (same length, other tokens).
       std::vector<std::unique_ptr<SequenceState>> states;
       std::vector<int32_t> next(batch);
+      if (o->profile_ops) model->backend().set_op_profile(&prefill_ops);
       const auto t0 = clock::now();
       for (size_t b = 0; b < batch; ++b) {
         std::vector<int32_t> ids = prompt;
@@ -138,6 +139,7 @@ Command add_bench_command(CLI::App& app) {
       }
       const auto t2 = clock::now();
       model->backend().set_op_profile(nullptr);
+      prefill_seconds += std::chrono::duration<double>(t1 - t0).count();
       decode_seconds += std::chrono::duration<double>(t2 - t1).count();
       kv_bytes = 0;
       for (const auto& state : states) kv_bytes += state->bytes();
@@ -209,13 +211,18 @@ Command add_bench_command(CLI::App& app) {
     if (const Backend::StepReplays r = model->backend().step_replays(); r.replays + r.captures > 0)
       out["step_graphs"] = {{"replays", r.replays}, {"captures", r.captures}, {"updated_nodes", r.updated_nodes}};
     if (o->profile_ops) {
-      // Per decoded token: each op's time, and what the step spent outside them.
-      const double tokens = double(o->gen_tokens) * o->repeat;
-      nlohmann::json ops = nlohmann::json::object();
-      for (const auto& [name, e] : decode_ops.ops)
-        ops[name] = {{"ms_per_token", e.seconds * 1e3 / tokens}, {"calls_per_token", double(e.calls) / tokens}};
-      out["decode_ops"] = ops;
-      out["decode_outside_ops_ms_per_token"] = (decode_seconds - decode_ops.total_seconds()) * 1e3 / tokens;
+      // Per decoded token and per prefill (all sequences of a repeat): each
+      // op's time, and what the phase spent outside them.
+      const auto per = [&](const char* phase, const OpProfile& profile, double seconds, double units, const char* unit) {
+        nlohmann::json ops = nlohmann::json::object();
+        for (const auto& [name, e] : profile.ops)
+          ops[name] = {{std::string("ms_per_") + unit, e.seconds * 1e3 / units},
+                       {std::string("calls_per_") + unit, double(e.calls) / units}};
+        out[std::string(phase) + "_ops"] = ops;
+        out[std::string(phase) + "_outside_ops_ms_per_" + unit] = (seconds - profile.total_seconds()) * 1e3 / units;
+      };
+      per("decode", decode_ops, decode_seconds, double(o->gen_tokens) * o->repeat, "token");
+      if (!o->synthetic_context) per("prefill", prefill_ops, prefill_seconds, double(o->repeat), "prefill");
     }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
