@@ -83,38 +83,35 @@ void PagedKvLayer::append(const Tensor& k, const Tensor& v) {
   const int64_t needed = window_ ? length() - *window_ + 1 : 0;
   // Rows go after the last one held: a block shared with a fork is copied first.
   if (count > 0 && rows_ % b != 0) make_private(blocks_.size() - 1);
-  for (int64_t t = 0; t < count;) {
-    if (rows_ == int64_t(blocks_.size()) * b) {
-      if (int64_t(blocks_.size()) == max_blocks_) {
-        // A sliding layer: the oldest block is behind every query's window
-        // (kv_max_blocks sizes the ring so for steps it was made for), so it
-        // takes the new rows.
-        check(window_ && first_ + b <= needed, "sliding kv layer: a step of ", count, " tokens at ", length(),
-              " would overwrite positions its window still needs");
-        blocks_.push_back(blocks_.front());
-        block_data_.push_back(block_data_.front());
-        blocks_.erase(blocks_.begin());
-        block_data_.erase(block_data_.begin());
-        if (pool_->shared(blocks_.back())) {  // a fork still reads it: take a fresh one
-          pool_->release(blocks_.back());
-          blocks_.back() = pool_->acquire();
-          block_data_.back() = blocks_.back()->data;
-        }
-        first_ += b;
-        rows_ -= b;
-      } else {
-        blocks_.push_back(pool_->acquire());
-        block_data_.push_back(blocks_.back()->data);
+  // Blocks for every new row first (a sliding layer's oldest block is
+  // behind every query's window, kv_max_blocks sizing the ring so for the
+  // steps it was made for, and takes new rows), then the rows in one write:
+  // a prefill chunk is one kernel, not one per block.
+  while (int64_t(blocks_.size()) * b < rows_ + count) {
+    if (int64_t(blocks_.size()) == max_blocks_) {
+      check(window_ && first_ + b <= needed, "sliding kv layer: a step of ", count, " tokens at ", length(),
+            " would overwrite positions its window still needs");
+      blocks_.push_back(blocks_.front());
+      block_data_.push_back(block_data_.front());
+      blocks_.erase(blocks_.begin());
+      block_data_.erase(block_data_.begin());
+      if (pool_->shared(blocks_.back())) {  // a fork still reads it: take a fresh one
+        pool_->release(blocks_.back());
+        blocks_.back() = pool_->acquire();
+        block_data_.back() = blocks_.back()->data;
       }
+      first_ += b;
+      rows_ -= b;
+    } else {
+      blocks_.push_back(pool_->acquire());
+      block_data_.push_back(blocks_.back()->data);
     }
-    // The rows that fit in this block go in one write.
-    const int64_t n = std::min(count - t, int64_t(blocks_.size()) * b - rows_);
-    KvView target = view();
-    target.length = rows_ + n;
-    pool_->backend().kv_write(target, rows_, k.slice_rows(t, t + n), v.slice_rows(t, t + n));
-    rows_ += n;
-    t += n;
   }
+  if (count == 0) return;
+  KvView target = view();
+  target.length = rows_ + count;
+  pool_->backend().kv_write(target, rows_, k, v);
+  rows_ += count;
 }
 
 KvView PagedKvLayer::view() const {

@@ -1,6 +1,7 @@
 // The CUDA backend: context, memory and matmul.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -281,8 +282,11 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
   __nv_bfloat16* xb = nullptr;
   float* x_rounded = nullptr;
   if (bf16_inputs && (gemv.size() < targets.size() || M > kGemvF32Rows)) {
+    // x rounded but kept in f32 only for f32 weights.
+    const bool f32_weights = std::any_of(targets.begin(), targets.end(),
+                                         [](const MatmulTarget& t) { return t.w->dtype() != DType::bf16; });
     xb = static_cast<__nv_bfloat16*>(scratch(kRoundedX, size_t(M * K) * 2 + size_t(M * K) * 4));
-    x_rounded = reinterpret_cast<float*>(xb + ((M * K + 1) / 2) * 2);
+    if (f32_weights) x_rounded = reinterpret_cast<float*>(xb + ((M * K + 1) / 2) * 2);
     launch("matmul: round x to bf16", round_to_bf16, blocks_for(M * K), 256, 0, x.data<float>(), M * K, xb, x_rounded);
   }
   if (!gemv.empty()) gemv_bf16(x.data<float>(), M > kGemvF32Rows ? xb : nullptr, M, K, gemv);
