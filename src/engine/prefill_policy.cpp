@@ -14,12 +14,14 @@ int64_t FixedPrefillPolicy::chunk_size(int64_t prompt_tokens, int64_t /*sequence
   return std::max<int64_t>(1, std::min(chunk_, prompt_tokens));
 }
 
+int64_t max_prefill_chunk(Device device) { return device == Device::cuda ? 2048 : 512; }
+
 std::optional<int64_t> largest_fitting_chunk(const MemoryContract& contract, int64_t budget, int64_t context,
                                              int64_t sequences) {
   auto fits = [&](int64_t chunk) { return contract.predict(context, sequences, chunk).total() <= budget; };
   if (!fits(kMinPrefillChunk)) return std::nullopt;
   // The total grows with the chunk: bisect for the largest that fits.
-  int64_t lo = kMinPrefillChunk, hi = kMaxPrefillChunk;
+  int64_t lo = kMinPrefillChunk, hi = max_prefill_chunk(contract.device());
   if (fits(hi)) return hi;
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;

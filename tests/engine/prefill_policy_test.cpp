@@ -19,10 +19,26 @@ MemoryContract contract() {
 
 TEST(PrefillPolicy, AGenerousBudgetGetsTheLargestChunk) {
   const MemoryContract c = contract();
-  EXPECT_EQ(largest_fitting_chunk(c, int64_t(1) << 34, 4096), kMaxPrefillChunk);
+  EXPECT_EQ(largest_fitting_chunk(c, int64_t(1) << 34, 4096), max_prefill_chunk(Device::cpu));
   const BudgetPrefillPolicy policy(c, int64_t(1) << 34);
   EXPECT_EQ(policy.chunk_size(100, 4096), 100);  // never longer than the prompt
-  EXPECT_EQ(policy.chunk_size(5000, 6000), kMaxPrefillChunk);
+  EXPECT_EQ(policy.chunk_size(5000, 6000), max_prefill_chunk(Device::cpu));
+}
+
+// A GPU's chunks go up to 2,048 (larger GEMMs pay there), billed as such.
+TEST(PrefillPolicy, AGpuTakesLargerChunks) {
+  const MemoryContract gpu = MemoryContract::for_model_dir(kModel, ComputeDType::bf16, KvScheme::bf16(), 1,
+                                                           WeightResidence::mapped, Device::cuda);
+  EXPECT_EQ(max_prefill_chunk(Device::cuda), 2048);
+  EXPECT_EQ(largest_fitting_chunk(gpu, int64_t(1) << 34, 4096), 2048);
+  EXPECT_EQ(BudgetPrefillPolicy(gpu, int64_t(1) << 34).chunk_size(5000, 6000), 2048);
+  // A budget that holds a chunk of 1,000 but not of 2,048 gets the largest that fits.
+  const int64_t budget = gpu.predict(4096, 1, 1000).total();
+  const auto chunk = largest_fitting_chunk(gpu, budget, 4096);
+  ASSERT_TRUE(chunk.has_value());
+  EXPECT_GE(*chunk, 1000);
+  EXPECT_LT(*chunk, 2048);
+  EXPECT_GT(gpu.predict(4096, 1, *chunk + 1).total(), budget);
 }
 
 TEST(PrefillPolicy, ATightBudgetGetsASmallerChunkThatFits) {
@@ -33,7 +49,7 @@ TEST(PrefillPolicy, ATightBudgetGetsASmallerChunkThatFits) {
   const auto chunk = largest_fitting_chunk(c, budget, context);
   ASSERT_TRUE(chunk.has_value());
   EXPECT_GE(*chunk, 100);
-  EXPECT_LT(*chunk, kMaxPrefillChunk);
+  EXPECT_LT(*chunk, max_prefill_chunk(Device::cpu));
   EXPECT_LE(c.predict(context, 1, *chunk).total(), budget);
   EXPECT_GT(c.predict(context, 1, *chunk + 1).total(), budget);  // the largest
   EXPECT_EQ(BudgetPrefillPolicy(c, budget).chunk_size(context - 10, context), *chunk);
