@@ -131,7 +131,7 @@ class Chat {
           },
           e_.speculation, &held_);
       SequenceRun* const runs[] = {&run};
-      while (!run.finished()) run_step(e_.model, runs, kStepTokens);
+      while (!run.finished()) run_step(e_.model, runs, step_tokens(e_.model));
       if (!run.error().empty()) fail(run.error());
       result = run.result();
       reused = run.reused_tokens();

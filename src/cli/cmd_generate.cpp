@@ -186,7 +186,7 @@ Command add_generate_command(CLI::App& app) {
     for (int64_t step = 0;; ++step) {
       while (joined.size() < runs.size() && int64_t(joined.size()) * o->stagger <= step)
         joined.push_back(runs[joined.size()].get());
-      if (!run_step(*model, joined, kStepTokens) && joined.size() == runs.size()) break;
+      if (!run_step(*model, joined, step_tokens(*model)) && joined.size() == runs.size()) break;
     }
     if (runs.size() == 1 && !runs[0]->error().empty()) fail(runs[0]->error());
     bool failed = false;

@@ -3,13 +3,15 @@
 #include <cstdint>
 #include <span>
 
+#include "engine/prefill_policy.h"
 #include "engine/sequence_run.h"
 #include "model/model.h"
 
 namespace fathom {
 
-// The most tokens a step takes by default: every decode row, then prefill chunks.
-inline constexpr int64_t kStepTokens = 512;
+// The most tokens a step takes by default (every decode row, then prefill
+// chunks): the largest prefill chunk on the model's device.
+inline int64_t step_tokens(const Model& model) { return max_prefill_chunk(model.backend().device()); }
 
 // Runs one step over `runs`: every decoding run's row (or verify span) first,
 // then prefill chunks of prefilling runs, in order, while the step holds

@@ -271,7 +271,7 @@ void EngineWorker::loop() {
       runs.push_back(r->run.get());
     }
     try {
-      run_step(model_, runs, kStepTokens);
+      run_step(model_, runs, step_tokens(model_));
     } catch (const std::exception& e) {  // outside any one run (building the step): end them all, keep serving
       for (SequenceRun* run : runs) run->stop("error", std::string("engine step failed: ") + e.what());
     }

@@ -163,7 +163,7 @@ TEST(HeldSequence, TheNextTurnPrefillsOnlyWhatChanged) {
     auto run_once = [&](const GenerationRequest& r, HeldSequence* held, int64_t* reused) {
       SequenceRun run(*model, policy, r, {}, {}, held);
       SequenceRun* const runs[] = {&run};
-      while (!run.finished()) run_step(*model, runs, kStepTokens);
+      while (!run.finished()) run_step(*model, runs, step_tokens(*model));
       EXPECT_EQ(run.error(), "");
       if (reused) *reused = run.reused_tokens();
       return run.result().ids;

@@ -34,7 +34,7 @@ Answer run(const Model& model, const GenerationRequest& request, PrefixCache* ca
     SequenceRun* const runs[] = {&r};
     int64_t checkpointed = 0;
     while (!r.finished()) {
-      run_step(model, runs, kStepTokens);
+      run_step(model, runs, step_tokens(model));
       if (cache && r.prefill_state()) cache->checkpoint(*r.prefill_state(), r.prompt(), checkpointed);
     }
     EXPECT_EQ(r.error(), "");
