@@ -118,9 +118,10 @@ class CudaBackend final : public Backend {
   void kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v, bool write);
   // The rotation signs of a codebook view on the device (built once per seed and dim).
   const float* rotation_signs(const KvView& kv);
-  // Attention of more rows than decode's over plain bf16 rows in bf16
-  // compute, on tensor cores (attention_flash.cu): out directly when
-  // splits is 1, else each split's partial for the combine.
+  // Attention of several query rows (prefill chunks; decode-sized steps the
+  // decode kernel does not take) over plain bf16 rows in bf16 compute, on
+  // tensor cores (attention_flash.cu): out directly when splits is 1, else
+  // each split's partial for the combine.
   static bool flash_attention_suits(const KvView& kv, const AttentionParams& p, int64_t t);
   int64_t flash_attention_splits(const KvView& kv, int64_t t, int64_t heads) const;
   void flash_attention(const KvLayout& l, unsigned char* const* table, const float* q, int64_t t, int64_t heads,

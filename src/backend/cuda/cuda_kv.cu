@@ -531,7 +531,7 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
            partial, rows, splits, d, out.data<float>());
     return;
   }
-  if (t > kDecodeMaxRows && flash_attention_suits(kv, p, t)) {
+  if (flash_attention_suits(kv, p, t)) {
     const int64_t splits = flash_attention_splits(kv, t, heads);
     auto* partial =
         splits > 1 ? static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float))) : nullptr;
