@@ -52,8 +52,26 @@ class Backend {
   // and kernel nodes updated for a replay. All zero where steps run as called.
   struct StepReplays {
     int64_t replays = 0, captures = 0, updated_nodes = 0;
+    // Of the replayed steps: the host's time from the step's start to its
+    // graph's launch (recording the ops, updating nodes), and the GPU's time
+    // running the graph.
+    double host_seconds = 0.0, gpu_seconds = 0.0;
   };
   virtual StepReplays step_replays() const { return {}; }
+  // What each kernel costs inside the last replayed step's graph: the graph
+  // replayed whole, then with that kernel's nodes switched off (a diagnostic:
+  // the step's results are recomputed whole afterwards). Empty where steps
+  // are not graphs.
+  struct StepKernelCost {
+    std::string kernel;
+    int64_t nodes = 0;
+    double ms_saved = 0.0;  // the whole graph's time less its time without these nodes
+  };
+  struct StepGraphCosts {
+    double whole_ms = 0.0;
+    std::vector<StepKernelCost> kernels;
+  };
+  virtual StepGraphCosts step_graph_costs() { return {}; }
   // Each op's wall time is added to `profile` while one is attached (null: off).
   void set_op_profile(OpProfile* profile) { profile_ = profile; }
 

@@ -57,7 +57,7 @@ Command add_bench_command(CLI::App& app) {
     int64_t batch = 1;
     std::string prompt_file;
     bool synthetic_context = false;
-    bool profile_ops = false;
+    bool profile_ops = false, profile_step_graph = false;
     SpeculationOptions speculation;
   };
   auto o = std::make_shared<Options>();
@@ -77,6 +77,9 @@ Command add_bench_command(CLI::App& app) {
   app.add_flag("--profile-ops", o->profile_ops,
                "report the time per backend op of the decode steps (ms per token) and of the prefills (ms per "
                "prefill; not with --synthetic-context), every run together, and the time outside the ops");
+  app.add_flag("--profile-step-graph", o->profile_step_graph,
+               "after decoding, time the last decode step's graph (devices that replay steps as graphs) whole and "
+               "without each of its kernels in turn (what each kernel costs inside the graph)");
   o->speculation.add_to(app);
   return [o] {
     if (o->model.maybe_describe_kv()) return 0;
@@ -148,6 +151,8 @@ Command add_bench_command(CLI::App& app) {
                                                        std::chrono::duration<double>(t1 - t0).count());
       decode_tps.push_back(double(o->gen_tokens * o->batch) / std::chrono::duration<double>(t2 - t1).count());
     }
+    const Backend::StepGraphCosts graph_costs =
+        o->profile_step_graph ? model->backend().step_graph_costs() : Backend::StepGraphCosts{};
     // With speculation: the same greedy generation with and without drafts.
     nlohmann::json spec_out;
     if (o->speculation.enabled()) {
@@ -209,7 +214,17 @@ Command add_bench_command(CLI::App& app) {
     }
     if (!spec_out.is_null()) out["spec"] = spec_out;
     if (const Backend::StepReplays r = model->backend().step_replays(); r.replays + r.captures > 0)
-      out["step_graphs"] = {{"replays", r.replays}, {"captures", r.captures}, {"updated_nodes", r.updated_nodes}};
+      out["step_graphs"] = {{"replays", r.replays},
+                            {"captures", r.captures},
+                            {"updated_nodes", r.updated_nodes},
+                            {"host_ms_per_replay", r.replays ? r.host_seconds * 1e3 / double(r.replays) : 0.0},
+                            {"gpu_ms_per_replay", r.replays ? r.gpu_seconds * 1e3 / double(r.replays) : 0.0}};
+    if (!graph_costs.kernels.empty()) {
+      nlohmann::json kernels = nlohmann::json::array();
+      for (const auto& k : graph_costs.kernels)
+        kernels.push_back({{"kernel", k.kernel}, {"nodes", k.nodes}, {"ms_saved", k.ms_saved}});
+      out["step_graph_costs"] = {{"whole_ms", graph_costs.whole_ms}, {"kernels", kernels}};
+    }
     if (o->profile_ops) {
       // Per decoded token and per prefill (all sequences of a repeat): each
       // op's time, and what the phase spent outside them.

@@ -2,6 +2,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,8 @@ Context::~Context() {
   cudaSetDevice(device);
   if (stream) cudaStreamSynchronize(stream);
   if (pinned) cudaFreeHost(pinned);
+  if (graph_start) cudaEventDestroy(graph_start);
+  if (graph_end) cudaEventDestroy(graph_end);
   if (cublas) cublasDestroy(cublas);
   if (stream) cudaStreamDestroy(stream);
 }
@@ -61,6 +64,8 @@ CudaBackend::CudaBackend(int device)
   check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "get the memory pool");
   uint64_t keep = UINT64_MAX;
   check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "configure the memory pool");
+  check_cuda(cudaEventCreate(&ctx_->graph_start), "create a timing event");
+  check_cuda(cudaEventCreate(&ctx_->graph_end), "create a timing event");
   ctx_->pinned_bytes = size_t(16) << 20;
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&ctx_->pinned), ctx_->pinned_bytes), "allocate pinned memory");
   cudaDeviceProp prop{};
@@ -167,21 +172,29 @@ void CudaBackend::device_copy(void* dst, const void* src, size_t bytes) {
 
 Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
   if (!graphs_enabled_ || recorder_) return step();
+  const auto started = std::chrono::steady_clock::now();
   arena_.begin();
-  recorder_ = std::make_unique<StepRecorder>();
+  step_recorder_.begin();
+  recorder_ = &step_recorder_;
   ctx_->recording = true;
   auto finish = [this] {
-    recorder_.reset();
+    step_recorder_.drop_closures();
+    recorder_ = nullptr;
     ctx_->recording = false;
     for (void* p : ctx_->deferred_frees) cudaFreeAsync(p, ctx_->stream);
     ctx_->deferred_frees.clear();
   };
   Tensor result;
+  bool replayed = false;
+  double host_seconds = 0.0;
   try {
     result = step();
     arena_.flush(ctx_->stream);
     try {
-      graphs_.run(recorder_->calls(), ctx_->stream);
+      check_cuda(cudaEventRecord(ctx_->graph_start, ctx_->stream), "record a timing event");
+      replayed = graphs_.run(recorder_->calls(), ctx_->stream);
+      check_cuda(cudaEventRecord(ctx_->graph_end, ctx_->stream), "record a timing event");
+      host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     } catch (const Error& e) {
       // A step that cannot be captured still runs, and so do later ones.
       std::fprintf(stderr, "fathom: cuda graphs are off from here on: %s\n", e.what());
@@ -196,7 +209,12 @@ Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
   finish();
   for (auto& [host, src] : pending_downloads_)
     check_cuda(cudaMemcpyAsync(host.raw(), src, host.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream), "download");
-  if (!pending_downloads_.empty()) check_cuda(cudaStreamSynchronize(ctx_->stream), "wait for the stream");
+  if (!pending_downloads_.empty()) {
+    check_cuda(cudaStreamSynchronize(ctx_->stream), "wait for the stream");
+    float gpu_ms = 0.0f;
+    if (replayed && cudaEventElapsedTime(&gpu_ms, ctx_->graph_start, ctx_->graph_end) == cudaSuccess)
+      graphs_.add_times(host_seconds, gpu_ms * 1e-3);
+  }
   pending_downloads_.clear();
   return result;
 }

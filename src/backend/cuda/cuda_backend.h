@@ -50,6 +50,8 @@ struct Context {
   // let go of meanwhile is freed only after the step's graph is enqueued.
   bool recording = false;
   std::vector<void*> deferred_frees;
+  // Around each replayed step graph, for StepReplays' GPU time.
+  cudaEvent_t graph_start = nullptr, graph_end = nullptr;
   ~Context();
 };
 
@@ -64,6 +66,7 @@ class CudaBackend final : public Backend {
   // unless FATHOM_CUDA_GRAPHS=0 (step_graph.h).
   Tensor run_step(const std::function<Tensor()>& step) override;
   StepReplays step_replays() const override { return graphs_.counts(); }
+  StepGraphCosts step_graph_costs() override { return graphs_.kernel_costs(ctx_->stream, 5, 20); }
 
  protected:
   void matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) override;
@@ -167,7 +170,8 @@ class CudaBackend final : public Backend {
   // matmuls to cuBLAS; FATHOM_CUDA_SYNC_OPS=1 waits for each launch, so that
   // `bench --profile-ops` (with graphs off) shows each op's GPU time.
   bool gemv_enabled_ = true, sync_ops_ = false;
-  std::unique_ptr<StepRecorder> recorder_;  // set while a step is recorded
+  StepRecorder* recorder_ = nullptr;  // &step_recorder_ while a step is recorded
+  StepRecorder step_recorder_;
   StepArena arena_;
   StepGraphCache graphs_;
   Tensor workspace_;

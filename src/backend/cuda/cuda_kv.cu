@@ -72,6 +72,26 @@ __device__ void pack(uint32_t* words, int bits, int64_t i, uint32_t code) {
   if (shift + bits > 32) words[w + 1] |= code >> (32 - shift);
 }
 
+// Plain rows (bf16 or f32): a thread per four values of a (token, head, K or
+// V) row, a 16-byte load and one store each (head_dim a multiple of 4; rows
+// in blocks are 16-byte aligned, as the attention kernels read them).
+__global__ void kv_write_plain_kernel(KvLayout l, unsigned char* const* table, int64_t row0, int64_t count,
+                                      int64_t heads, const float* k, const float* v) {
+  const int64_t quads = l.head_dim / 4;
+  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (idx >= count * heads * 2 * quads) return;
+  const int64_t c = idx % quads, rest = idx / quads, h = (rest / 2) % heads, t = rest / 2 / heads;
+  const int which = int(rest % 2);
+  const float4 x = reinterpret_cast<const float4*>((which ? v : k) + (t * heads + h) * l.head_dim)[c];
+  unsigned char* dst = row_ptr(l, row_ref(l, table, row0 + t), which, h);
+  if (!l.bf16) {
+    reinterpret_cast<float4*>(dst)[c] = x;
+    return;
+  }
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
+  reinterpret_cast<uint2*>(dst)[c] = make_uint2(reinterpret_cast<const uint32_t&>(lo), reinterpret_cast<const uint32_t&>(hi));
+}
+
 // One thread per (token, head, K or V): encodes one row, as the CPU codecs do.
 __global__ void kv_write_kernel(KvLayout l, unsigned char* const* table, int64_t row0, int64_t count, int64_t heads,
                                 const float* k, const float* v, const float* signs) {
@@ -338,15 +358,25 @@ attention_decode_bf16_kernel(KvLayout l, unsigned char* const* table, const floa
     for (int h = 0; h < G; ++h) p[h] = 0.0f;
     if (valid) {
       const uint4* kr = reinterpret_cast<const uint4*>(row_ptr(l, ref, 0, g));
-#pragma unroll 4
-      for (int c = 0; c < D / 8; ++c) {
-        float kf[8];
-        widen_bf16x8(kr[c], kf);
+      // The key row loaded in chunks before any of it is used: one wait for
+      // memory per chunk, not one per 8 dims (head_dim 256: two chunks, for
+      // registers).
+      constexpr int kChunk = D == 256 ? 8 : D / 8;
 #pragma unroll
-        for (int h = 0; h < G; ++h)
-          if (h < group)
+      for (int c0 = 0; c0 < D / 8; c0 += kChunk) {
+        uint4 kw[kChunk];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) p[h] = fmaf(qs[h][8 * c + i], kf[i], p[h]);
+        for (int c = 0; c < kChunk; ++c) kw[c] = kr[c0 + c];
+#pragma unroll
+        for (int c = 0; c < kChunk; ++c) {
+          float kf[8];
+          widen_bf16x8(kw[c], kf);
+#pragma unroll
+          for (int h = 0; h < G; ++h)
+            if (h < group)
+#pragma unroll
+              for (int i = 0; i < 8; ++i) p[h] = fmaf(qs[h][8 * (c0 + c) + i], kf[i], p[h]);
+        }
       }
     }
     // The online softmax per query head over these 32 keys (lane 0's is valid).
@@ -369,7 +399,7 @@ attention_decode_bf16_kernel(KvLayout l, unsigned char* const* table, const floa
     // memory once per kInFlight rows rather than once per row.
     const int n = hi - k0 + 1 < 32 ? int(hi - k0 + 1) : 32;
     const unsigned long long block = reinterpret_cast<unsigned long long>(ref.block);
-    constexpr int kInFlight = D == 256 ? 4 : 8;
+    constexpr int kInFlight = D == 256 ? 4 : 16;
     for (int j0 = 0; j0 < n; j0 += kInFlight) {
       float vf[kInFlight][kPer];
 #pragma unroll
@@ -427,21 +457,54 @@ attention_decode_bf16_kernel(KvLayout l, unsigned char* const* table, const floa
   }
 }
 
-__global__ void attention_combine_kernel(const float* partial, int64_t rows, int64_t splits, int64_t d, float* out) {
-  const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (warp >= rows) return;
-  const float* p = partial + warp * splits * (d + 2);
+// A block per (query row, head), its warps taking equal runs of the splits:
+// each warp finds the splits' max and sum (lanes across splits), weighs its
+// run's values (lanes across head_dim, every load of the run in flight
+// together), and the warps' sums meet in shared memory.
+constexpr int kCombineWarps = 8;
+__global__ void __launch_bounds__(32 * kCombineWarps)
+attention_combine_kernel(const float* partial, int64_t splits, int64_t d, float* out) {
+  constexpr int kPer = kMaxHeadDim / 32;
+  __shared__ float warp_acc[kCombineWarps][kMaxHeadDim];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const float* p = partial + blockIdx.x * splits * (d + 2);
   float m = -INFINITY;
-  for (int64_t s = 0; s < splits; ++s) m = fmaxf(m, p[s * (d + 2)]);
+  for (int64_t s = lane; s < splits; s += 32) m = fmaxf(m, p[s * (d + 2)]);
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   float sum = 0.0f;
-  for (int64_t s = 0; s < splits; ++s)
-    if (p[s * (d + 2)] > -INFINITY) sum += p[s * (d + 2) + 1] * expf(p[s * (d + 2)] - m);
-  for (int64_t i = lane; i < d; i += 32) {
-    float acc = 0.0f;
-    for (int64_t s = 0; s < splits; ++s)
-      if (p[s * (d + 2)] > -INFINITY) acc += p[s * (d + 2) + 2 + i] * expf(p[s * (d + 2)] - m);
-    out[warp * d + i] = acc / sum;
+  for (int64_t s = lane; s < splits; s += 32) {
+    const float ms = p[s * (d + 2)];
+    if (ms > -INFINITY) sum += p[s * (d + 2) + 1] * expf(ms - m);
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const int64_t per_warp = (splits + kCombineWarps - 1) / kCombineWarps;
+  const int64_t first = warp * per_warp, last = min(splits, first + per_warp);
+  float acc[kPer];
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) acc[c] = 0.0f;
+  for (int64_t s0 = first; s0 < last; s0 += 32) {
+    // Lane j holds split s0 + j's weight (0 for a split that saw no key).
+    const float ms = s0 + lane < last ? p[(s0 + lane) * (d + 2)] : -INFINITY;
+    const float mine = ms > -INFINITY ? expf(ms - m) : 0.0f;
+    const int n = last - s0 < 32 ? int(last - s0) : 32;
+#pragma unroll 4
+    for (int j = 0; j < n; ++j) {
+      const float f = __shfl_sync(0xffffffffu, mine, j);
+      const float* values = p + (s0 + j) * (d + 2) + 2;
+#pragma unroll
+      for (int c = 0; c < kPer; ++c)
+        if (lane + 32 * c < d) acc[c] = fmaf(values[lane + 32 * c], f, acc[c]);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kPer; ++c)
+    if (lane + 32 * c < d) warp_acc[warp][lane + 32 * c] = acc[c];
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kCombineWarps; ++w) total += warp_acc[w][i];
+    out[blockIdx.x * d + i] = total / sum;
   }
 }
 
@@ -474,7 +537,12 @@ void CudaBackend::kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, c
       stage(kBlockTable, kv.blocks, size_t(blocks_in_view(kv, row + count)) * sizeof(void*)));
   const float* signs = kv.format.codec == KvFormat::Codec::codebook ? rotation_signs(kv) : nullptr;
   const unsigned blocks = unsigned((count * heads * 2 + 127) / 128);  // a thread per (token, head, K or V)
-  if (write) {
+  const bool aligned = reinterpret_cast<uintptr_t>(k.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(v.raw()) % 16 == 0;
+  if (write && l.codec == 0 && l.head_dim % 4 == 0 && aligned) {
+    const int64_t threads = count * heads * 2 * (l.head_dim / 4);
+    launch("kv_write", kv_write_plain_kernel, unsigned((threads + 255) / 256), 256, 0, l, table, row, count, heads,
+           k.data<float>(), v.data<float>());
+  } else if (write) {
     launch("kv_write", kv_write_kernel, blocks, 128, 0, l, table, row, count, heads, k.data<float>(), v.data<float>(),
            signs);
   } else {
@@ -527,8 +595,8 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
                           : d == 128 ? attention_decode_bf16_kernel<128> : attention_decode_bf16_kernel<256>;
     launch("attention: decode rows", kernel, grid, 32 * kDecodeWarps, 0, l, table, q, heads, kv.kv_heads(), p.scale,
            p.first_position, p.window.value_or(0), splits, split_len, partial);
-    launch("attention: combine the splits", attention_combine_kernel, unsigned((rows * 32 + 255) / 256), 256, 0,
-           partial, rows, splits, d, out.data<float>());
+    launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0,
+           partial, splits, d, out.data<float>());
     return;
   }
   if (flash_attention_suits(kv, p, t)) {
@@ -537,8 +605,8 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
         splits > 1 ? static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float))) : nullptr;
     flash_attention(l, table, q, t, heads, kv, p, splits, partial, out.data<float>());
     if (splits > 1)
-      launch("attention: combine the splits", attention_combine_kernel, unsigned((rows * 32 + 255) / 256), 256, 0,
-             partial, rows, splits, d, out.data<float>());
+      launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0,
+             partial, splits, d, out.data<float>());
     return;
   }
   static_assert(kTileKeys == cuda_memory::kMinSplitKeys, "the memory contract bills splits of a tile's keys");
@@ -565,8 +633,8 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
     launch("attention", attention_split_kernel, grid, 256, 0, l, table, q, t, heads, kv.kv_heads(), p.scale,
            p.first_position, p.window.value_or(0), splits, split_len, partial);
   }
-  launch("attention: combine the splits", attention_combine_kernel, unsigned((rows * 32 + 255) / 256), 256, 0, partial,
-         rows, splits, d, out.data<float>());
+  launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
+         splits, d, out.data<float>());
   if (signs) {
     launch("attention: rotate the output back", rotate_rows_kernel, unsigned((t * heads + 127) / 128), 128, 0,
            out.data<float>(), t * heads, d, signs, true);

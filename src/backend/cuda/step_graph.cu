@@ -1,6 +1,12 @@
 // Recording, capturing and replaying decode steps as CUDA graphs.
 #include "backend/cuda/step_graph.h"
 
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 
@@ -70,7 +76,7 @@ void StepGraphCache::run_eagerly(std::vector<RecordedCall>& calls, cudaStream_t 
   for (RecordedCall& c : calls) launch(c, stream);
 }
 
-void StepGraphCache::run(std::vector<RecordedCall>& calls, cudaStream_t stream) {
+bool StepGraphCache::run(std::vector<RecordedCall>& calls, cudaStream_t stream) {
   const uint64_t key = shape_key(calls);
   for (size_t g = graphs_.size(); g-- > 0;) {
     Graph& graph = *graphs_[g];
@@ -96,9 +102,84 @@ void StepGraphCache::run(std::vector<RecordedCall>& calls, cudaStream_t stream) 
     ++counts_.replays;
     // Most recently used last.
     std::rotate(graphs_.begin() + ptrdiff_t(g), graphs_.begin() + ptrdiff_t(g) + 1, graphs_.end());
-    return;
+    return true;
   }
   capture(calls, stream, key);
+  return false;
+}
+
+namespace {
+
+// A kernel's name without its parameter list ("attention_decode_bf16_kernel<128, 8>").
+std::string kernel_name(const void* func) {
+  const char* mangled = nullptr;
+  if (cudaFuncGetName(&mangled, func) != cudaSuccess || !mangled) return "?";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> plain(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  std::string name = status == 0 && plain ? plain.get() : mangled;
+  for (const std::string noise : {"(anonymous namespace)::", "fathom::cuda::", "void "})
+    for (size_t at; (at = name.find(noise)) != std::string::npos;) name.erase(at, noise.size());
+  // Cut the parameter list: the '(' that closes no template argument list.
+  int depth = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '<') ++depth;
+    else if (name[i] == '>') --depth;
+    else if (name[i] == '(' && depth == 0) return name.substr(0, i);
+  }
+  return name;
+}
+
+}  // namespace
+
+Backend::StepGraphCosts StepGraphCache::kernel_costs(cudaStream_t stream, int rounds, int repeats) {
+  Backend::StepGraphCosts costs;
+  if (graphs_.empty()) return costs;
+  Graph& graph = *graphs_.back();
+  cudaEvent_t start = nullptr, end = nullptr;
+  check_cuda(cudaEventCreate(&start), "create a timing event");
+  check_cuda(cudaEventCreate(&end), "create a timing event");
+  auto time_ms = [&] {
+    std::vector<float> ms;
+    for (int r = 0; r < rounds; ++r) {
+      check_cuda(cudaEventRecord(start, stream), "record a timing event");
+      for (int i = 0; i < repeats; ++i) check_cuda(cudaGraphLaunch(graph.exec, stream), "launch a step graph");
+      check_cuda(cudaEventRecord(end, stream), "record a timing event");
+      check_cuda(cudaEventSynchronize(end), "wait for a timing event");
+      float elapsed = 0.0f;
+      check_cuda(cudaEventElapsedTime(&elapsed, start, end), "read a timing event");
+      ms.push_back(elapsed / float(repeats));
+    }
+    std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
+    return double(ms[ms.size() / 2]);
+  };
+  check_cuda(cudaGraphLaunch(graph.exec, stream), "launch a step graph");  // warm
+  costs.whole_ms = time_ms();
+  std::vector<const void*> funcs;
+  for (const RecordedCall& c : graph.calls)
+    if (c.is_kernel() && std::find(funcs.begin(), funcs.end(), c.func) == funcs.end()) funcs.push_back(c.func);
+  auto enable = [&](const void* func, bool on) {
+    int64_t n = 0;
+    for (size_t i = 0; i < graph.calls.size(); ++i) {
+      if (graph.calls[i].func != func) continue;
+      check_cuda(cudaGraphNodeSetEnabled(graph.exec, graph.nodes[i], on ? 1 : 0), "switch a graph node");
+      ++n;
+    }
+    return n;
+  };
+  for (const void* func : funcs) {
+    Backend::StepKernelCost& k = costs.kernels.emplace_back();
+    k.kernel = kernel_name(func);
+    k.nodes = enable(func, false);
+    k.ms_saved = costs.whole_ms - time_ms();
+    enable(func, true);
+  }
+  // The ablated runs left wrong values behind: the whole step once more puts
+  // its results (its KV rows among them) back as they were.
+  check_cuda(cudaGraphLaunch(graph.exec, stream), "launch a step graph");
+  check_cuda(cudaStreamSynchronize(stream), "wait for the stream");
+  cudaEventDestroy(start);
+  cudaEventDestroy(end);
+  return costs;
 }
 
 void StepGraphCache::capture(std::vector<RecordedCall>& calls, cudaStream_t stream, uint64_t key) {

@@ -44,12 +44,16 @@ struct RecordedCall {
   bool same_launch(const RecordedCall& o) const;
 };
 
+// The calls of one step. Kept across steps: a call's buffers are reused by
+// the call at the same place in the next step, so that recording a step of
+// the usual shape allocates nothing.
 class StepRecorder {
  public:
+  void begin() { size_ = 0; }
   template <typename... Params>
   void kernel(void (*func)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
               const std::type_identity_t<Params>&... values) {
-    RecordedCall& c = calls_.emplace_back();
+    RecordedCall& c = next();
     c.func = reinterpret_cast<const void*>(func);
     c.grid = grid;
     c.block = block;
@@ -57,13 +61,32 @@ class StepRecorder {
     (append_arg(c, values), ...);
   }
   void opaque(std::vector<uint64_t> signature, std::function<void(cudaStream_t)> run) {
-    RecordedCall& c = calls_.emplace_back();
+    RecordedCall& c = next();
     c.signature = std::move(signature);
     c.run = std::move(run);
   }
-  std::vector<RecordedCall>& calls() { return calls_; }
+  // Drops what opaque calls hold (tensors among it) once the step is enqueued.
+  void drop_closures() {
+    for (size_t i = 0; i < size_ && i < calls_.size(); ++i) calls_[i].run = nullptr;
+  }
+  // The step's calls (those of a longer earlier step dropped).
+  std::vector<RecordedCall>& calls() {
+    calls_.resize(size_);
+    return calls_;
+  }
 
  private:
+  RecordedCall& next() {
+    if (size_ == calls_.size()) calls_.emplace_back();
+    RecordedCall& c = calls_[size_++];
+    c.func = nullptr;
+    c.shared_bytes = 0;
+    c.args.clear();
+    c.offsets.clear();
+    c.signature.clear();
+    c.run = nullptr;
+    return c;
+  }
   template <typename T>
   static void append_arg(RecordedCall& c, const T& value) {
     static_assert(std::is_trivially_copyable_v<T>, "kernel arguments are copied as bytes");
@@ -74,6 +97,7 @@ class StepRecorder {
   }
 
   std::vector<RecordedCall> calls_;
+  size_t size_ = 0;
 };
 
 // Instantiated graphs of recent steps, replayed while steps keep their shape.
@@ -84,12 +108,21 @@ class StepGraphCache {
   StepGraphCache& operator=(const StepGraphCache&) = delete;
   ~StepGraphCache();
 
-  // Enqueues `calls` on `stream` as a graph (replayed or captured).
-  void run(std::vector<RecordedCall>& calls, cudaStream_t stream);
+  // Enqueues `calls` on `stream` as a graph: true where an earlier graph was
+  // replayed, false where the calls were captured anew.
+  bool run(std::vector<RecordedCall>& calls, cudaStream_t stream);
   // Runs the calls one by one (what a step does when graphs are off).
   static void run_eagerly(std::vector<RecordedCall>& calls, cudaStream_t stream);
 
   const Backend::StepReplays& counts() const { return counts_; }
+  // Adds a replayed step's times to the counts.
+  void add_times(double host_seconds, double gpu_seconds) {
+    counts_.host_seconds += host_seconds;
+    counts_.gpu_seconds += gpu_seconds;
+  }
+  // Backend::step_graph_costs for the most recently run graph, each timing a
+  // median of `rounds` of `repeats` launches back to back (waits for the stream).
+  Backend::StepGraphCosts kernel_costs(cudaStream_t stream, int rounds, int repeats);
 
  private:
   struct Graph;
