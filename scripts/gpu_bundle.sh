@@ -10,10 +10,10 @@
 # The bench binary fits only without the PTX of a default build: bundle from
 # an sm_90a-only build (ccache makes it quick beside build/):
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real
-#   scripts/gpu_bundle.sh tests|bench|both [build dir]
+#   scripts/gpu_bundle.sh tests|bench [build dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-what=${1:?tests, bench or both}
+what=${1:?tests or bench}
 build=${2:-build}
 grep -q "DFATHOM_WITH_CUDA" "$build/build.ninja" || { echo "$build has no CUDA backend" >&2; exit 1; }
 exclude=$(git rev-parse --git-path info/exclude)
@@ -25,20 +25,15 @@ ninja -C "$build" fathom_core fathom_text fathom_text_tokenizer >/dev/null
 libs=("$build/libfathom_core.a" "$build/libfathom_text.a" "$build/libfathom_text_tokenizer.a" "$build/libfathom_core.a")
 cuda=(-L/usr/local/cuda/lib64 -lcudart_static -lcublas -ldl -lrt)
 static=(-l:libpcre2-8.a -l:libutf8proc.a -lpthread -Wl,--gc-sections)
-bundle_tests() {
-  g++ -O2 -std=c++20 -Isrc -Itests -DFATHOM_FIXTURES_DIR="\"$PWD/tests/fixtures\"" tests/backend/op_suite_test.cpp \
-    tests/parity/device_parity_test.cpp tests/parity/device_memory_test.cpp -o "$stage/gpu_tests" "${libs[@]}" "${cuda[@]}" -lgtest_main -lgtest \
-    "${static[@]}"
-}
-bundle_bench() {
-  g++ -O2 -std=c++20 -Isrc bench/bench_only_main.cpp src/cli/cmd_bench.cpp src/cli/common_options.cpp \
-    src/cli/speculation_options.cpp -o "$stage/fathom_bench" "${libs[@]}" "${cuda[@]}" "${static[@]}"
-}
 case "$what" in
-  tests) bundle_tests ;;
-  bench) bundle_bench ;;
-  both) bundle_tests && bundle_bench ;;  # one archive: the two share most of their code
-  *) echo "gpu_bundle.sh: tests, bench or both, not $what" >&2; exit 1 ;;
+  tests)
+    g++ -O2 -std=c++20 -Isrc -Itests -DFATHOM_FIXTURES_DIR="\"$PWD/tests/fixtures\"" tests/backend/op_suite_test.cpp \
+      tests/parity/device_parity_test.cpp tests/parity/device_memory_test.cpp -o "$stage/gpu_tests" "${libs[@]}" "${cuda[@]}" -lgtest_main -lgtest \
+      "${static[@]}" ;;
+  bench)
+    g++ -O2 -std=c++20 -Isrc bench/bench_only_main.cpp src/cli/cmd_bench.cpp src/cli/common_options.cpp \
+      src/cli/speculation_options.cpp -o "$stage/fathom_bench" "${libs[@]}" "${cuda[@]}" "${static[@]}" ;;
+  *) echo "gpu_bundle.sh: tests or bench, not $what" >&2; exit 1 ;;
 esac
 strip "$stage"/*
 tar cf - -C "$stage" . | xz --x86 --lzma2=preset=9e,nice=273 > .device/gpu.tar.xz

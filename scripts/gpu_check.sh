@@ -28,7 +28,7 @@ fi
 [ -x "$bin/fathom_bench" ] || exit 0
 
 echo "ceilings: $(python3 scripts/gpu_ceilings.py 2>/dev/null)"
-fields() { tr -d ' \n' | grep -o '"\(decode_tok_s\|prefill_tok_s\|weight_bytes\|kv_bytes\|device_peak_bytes\|device_contract_bytes\|replays\|captures\|updated_nodes\)":[^,}]*' | tr '\n' ' '; }
+fields() { tr -d ' \n' | grep -o '"\(decode_tok_s\|prefill_tok_s\|weight_bytes\|kv_bytes\|device_peak_bytes\|device_contract_bytes\|replays\|captures\|updated_nodes\|host_ms_per_replay\|gpu_ms_per_replay\)":[^,}]*' | tr '\n' ' '; }
 # In memory (tmpfs) where it is large enough (a container's /dev/shm may be 64 MB).
 model=/dev/shm/model
 [ "$(df --output=avail -B1G /dev/shm 2>/dev/null | tail -1)" -ge 40 ] 2>/dev/null || model=/tmp/model
@@ -78,4 +78,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
     --prompt-tokens 512 --gen-tokens 32 --synthetic-context --profile-ops 2>/dev/null | tee "$out/profile.log" | top_ops
   FATHOM_CUDA_GRAPHS=0 FATHOM_CUDA_SYNC_OPS=1 "$bin/fathom_bench" --model "$model" --device cuda --dtype bf16 \
     --prompt-tokens 2048 --gen-tokens 1 --profile-ops 2>/dev/null | tee "$out/profile_prefill.log" | top_ops
+  echo "== each kernel inside a replayed decode step (its graph without the kernel's nodes, against whole)"
+  "$bin/fathom_bench" --model "$model" --device cuda --dtype bf16 --prompt-tokens 512 --gen-tokens 32 \
+    --synthetic-context --profile-step-graph 2>/dev/null | tee "$out/step_graph.log" | python3 scripts/graph_costs.py
 fi

@@ -34,7 +34,7 @@ class FixedPrefillPolicy final : public PrefillPolicy {
 // above the most prefill gets no faster (bench/RESULTS.md) and only costs
 // memory. Empty when not even the least fits.
 inline constexpr int64_t kMinPrefillChunk = 32;
-// On the CPU, 512 (faster chunks gain nothing there); on a GPU, 2,048: the
+// On the CPU, 512 (larger chunks gain nothing there); on a GPU, 2,048: the
 // 8B shape's prefill of 2,048 tokens ran 21% faster in one chunk than in
 // four of 512 on an H200 (larger GEMMs, a quarter of the launches).
 int64_t max_prefill_chunk(Device device);

@@ -219,11 +219,8 @@ bool CudaBackend::flash_attention_suits(const KvView& kv, const AttentionParams&
 }
 
 int64_t CudaBackend::flash_attention_splits(const KvView& kv, int64_t t, int64_t heads) const {
-  // Two blocks per SM, down to one key tile per split, within the partials' cap.
   const int64_t blocks = (t * (heads / kv.kv_heads()) + kFlashRows - 1) / kFlashRows * kv.kv_heads();
-  return std::clamp<int64_t>((2 * ctx_->sm_count + blocks - 1) / blocks, 1,
-                             std::min((kv.length + kFlashKeys - 1) / kFlashKeys,
-                                      std::max<int64_t>(1, cuda_memory::kMaxPartialRows / (t * heads))));
+  return key_splits(blocks, kv.length, kFlashKeys, t * heads);
 }
 
 void CudaBackend::flash_attention(const KvLayout& l, unsigned char* const* table, const float* q, int64_t t,

@@ -121,6 +121,10 @@ class CudaBackend final : public Backend {
   void kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v, bool write);
   // The rotation signs of a codebook view on the device (built once per seed and dim).
   const float* rotation_signs(const KvView& kv);
+  // How many splits the keys of an attention take, for `blocks` blocks per
+  // split: two blocks per SM, down to `min_keys` keys a split, within the
+  // partials' cap (`rows` query rows × heads, times splits).
+  int64_t key_splits(int64_t blocks, int64_t keys, int64_t min_keys, int64_t rows) const;
   // Attention of several query rows (prefill chunks; decode-sized steps the
   // decode kernel does not take) over plain bf16 rows in bf16 compute, on
   // tensor cores (attention_flash.cu): out directly when splits is 1, else

@@ -89,7 +89,8 @@ __global__ void kv_write_plain_kernel(KvLayout l, unsigned char* const* table, i
     return;
   }
   const __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
-  reinterpret_cast<uint2*>(dst)[c] = make_uint2(reinterpret_cast<const uint32_t&>(lo), reinterpret_cast<const uint32_t&>(hi));
+  reinterpret_cast<uint2*>(dst)[c] =
+      make_uint2(reinterpret_cast<const uint32_t&>(lo), reinterpret_cast<const uint32_t&>(hi));
 }
 
 // One thread per (token, head, K or V): encodes one row, as the CPU codecs do.
@@ -557,6 +558,12 @@ void CudaBackend::kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, 
 
 void CudaBackend::kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) { kv_rows_impl(kv, row, k, v, false); }
 
+int64_t CudaBackend::key_splits(int64_t blocks, int64_t keys, int64_t min_keys, int64_t rows) const {
+  return std::clamp<int64_t>((2 * ctx_->sm_count + blocks - 1) / blocks, 1,
+                             std::min((keys + min_keys - 1) / min_keys,
+                                      std::max<int64_t>(1, cuda_memory::kMaxPartialRows / rows)));
+}
+
 void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const AttentionParams& p, Tensor& out) {
   const int64_t t = q_in.dim(0), heads = q_in.dim(1), d = kv.head_dim();
   check(d <= kMaxHeadDim, "attention on cuda: head_dim ", d, " above ", kMaxHeadDim);
@@ -585,9 +592,7 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
     // Two blocks per SM, down to one pass of the warps' keys per split
     // (measured: splits of 32 keys, one warp busy in four, lost 6% at 512).
     const int64_t blocks = t * kv.kv_heads();
-    const int64_t splits = std::clamp<int64_t>((2 * ctx_->sm_count + blocks - 1) / blocks, 1,
-                                               std::min((kv.length + kDecodeKeysPerPass - 1) / kDecodeKeysPerPass,
-                                                        std::max<int64_t>(1, kMaxPartialWarps / rows)));
+    const int64_t splits = key_splits(blocks, kv.length, kDecodeKeysPerPass, rows);
     const int64_t split_len = ((kv.length + splits - 1) / splits + 31) / 32 * 32;
     auto* partial = static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float)));
     const dim3 grid{unsigned(blocks), unsigned(splits)};

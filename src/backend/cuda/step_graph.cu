@@ -110,7 +110,7 @@ bool StepGraphCache::run(std::vector<RecordedCall>& calls, cudaStream_t stream) 
 
 namespace {
 
-// A kernel's name without its parameter list ("attention_decode_bf16_kernel<128, 8>").
+// A kernel's name without its namespaces and parameter list ("attention_decode_bf16_kernel<128>").
 std::string kernel_name(const void* func) {
   const char* mangled = nullptr;
   if (cudaFuncGetName(&mangled, func) != cudaSuccess || !mangled) return "?";

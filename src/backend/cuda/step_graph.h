@@ -45,8 +45,8 @@ struct RecordedCall {
 };
 
 // The calls of one step. Kept across steps: a call's buffers are reused by
-// the call at the same place in the next step, so that recording a step of
-// the usual shape allocates nothing.
+// the call at the same place in the next step, so that recording a kernel
+// of a step of the usual shape allocates nothing.
 class StepRecorder {
  public:
   void begin() { size_ = 0; }
