@@ -126,25 +126,42 @@ void Backend::embedding(const Tensor& table, const std::vector<int32_t>& ids, Te
   embedding_impl(table, ids, out);
 }
 
-void Backend::attention(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) {
-  const OpScope scope(profile_, "attention");
-  expect_f32(q, "attention", "q");
-  check(q.rank() == 3 && q.shape() == out.shape(), "attention: q ", q.shape_string(), " out ", out.shape_string());
-  check(q.dim(2) == kv.head_dim() && q.dim(1) % kv.kv_heads() == 0, "attention: q ", q.shape_string(),
-        " does not fit ", kv.kv_heads(), " kv heads of dim ", kv.head_dim());
-  check(kv.length == 0 || (kv.blocks && kv.format.block_rows > 0), "attention: ", kv.length,
-        " rows but no blocks");
-  check(p.first_position >= 0 && p.first_position + q.dim(0) <= kv.end_position(), "attention: queries at [",
-        p.first_position, ", ", p.first_position + q.dim(0), ") but the cache holds positions [", kv.first_position,
-        ", ", kv.end_position(), ")");
+namespace {
+// A segment's queries at [first, first + rows) over its view.
+void check_attention_segment(const KvView& kv, int64_t first, int64_t rows, const AttentionParams& p) {
+  check(kv.length == 0 || (kv.blocks && kv.format.block_rows > 0), "attention: ", kv.length, " rows but no blocks");
+  check(first >= 0 && first + rows <= kv.end_position(), "attention: queries at [", first, ", ", first + rows,
+        ") but the cache holds positions [", kv.first_position, ", ", kv.end_position(), ")");
   // Every query must still see all the keys it is owed: a dropped position is
   // only allowed outside its window.
-  check(kv.first_position == 0 || (p.window && p.first_position - *p.window + 1 >= kv.first_position),
-        "attention: the cache dropped positions below ", kv.first_position, " that the query at ", p.first_position,
+  check(kv.first_position == 0 || (p.window && first - *p.window + 1 >= kv.first_position),
+        "attention: the cache dropped positions below ", kv.first_position, " that the query at ", first,
         " still needs");
   check(kv.format.codec != KvFormat::Codec::plain || kv.format.dtype == DType::f32 || kv.format.dtype == DType::bf16,
         "attention: KV dtype ", dtype_name(kv.format.dtype), " is not supported");
-  attention_impl(q, kv, p, out);
+}
+}  // namespace
+
+void Backend::attention(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) {
+  const KvSegment whole{kv, 0, q.rank() > 0 ? q.dim(0) : 0, p.first_position};
+  attention(q, std::span(&whole, 1), p, out);
+}
+
+void Backend::attention(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p, Tensor& out) {
+  const OpScope scope(profile_, "attention");
+  expect_f32(q, "attention", "q");
+  check(q.rank() == 3 && q.shape() == out.shape(), "attention: q ", q.shape_string(), " out ", out.shape_string());
+  int64_t next_row = 0;
+  for (const KvSegment& s : segments) {
+    check(s.row == next_row && s.rows >= 0, "attention: a segment of rows [", s.row, ", ", s.row + s.rows,
+          ") where row ", next_row, " was due");
+    check(q.dim(2) == s.kv.head_dim() && q.dim(1) % s.kv.kv_heads() == 0, "attention: q ", q.shape_string(),
+          " does not fit ", s.kv.kv_heads(), " kv heads of dim ", s.kv.head_dim());
+    check_attention_segment(s.kv, s.first_position, s.rows, p);
+    next_row += s.rows;
+  }
+  check(next_row == q.dim(0), "attention: segments cover ", next_row, " rows of q ", q.shape_string());
+  attention_impl(q, segments, p, out);
 }
 
 }  // namespace fathom

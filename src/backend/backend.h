@@ -18,10 +18,20 @@
 
 namespace fathom {
 
+// One sequence's part of a step: the step's rows [row, row + rows) are that
+// sequence's positions [first_position, first_position + rows), and its
+// layer's rows are `kv` (the rows of this step included, once written).
+struct KvSegment {
+  KvView kv;
+  int64_t row = 0, rows = 0;
+  int64_t first_position = 0;
+};
+
 struct AttentionParams {
   float scale = 1.0f;
   // Query row i sits at position first_position + i; it sees cached positions
   // j <= its own (causal) and, with a window, only j > position - window.
+  // (The attention of a whole step takes each sequence's from its KvSegment.)
   int64_t first_position = 0;
   std::optional<int64_t> window;
   // bf16 compute: the scores' and the output's multiplications may round the
@@ -129,9 +139,16 @@ class Backend {
   // q. A codebook view's rows are rotated: q is rotated into that space and
   // the output rotated back (the view carries the rotation's seed).
   void attention(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out);
+  // The same for every sequence of a step at once (a device runs them as one
+  // launch): each segment's rows of q [T, heads, head_dim] attend over its
+  // view from its first position into the same rows of out.
+  void attention(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p, Tensor& out);
   // Encodes k, v [count, kv_heads, head_dim] (f32) into rows [row, row + count)
   // of the view, which must lie in blocks the view's table already holds.
   void kv_write(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v);
+  // The same for every sequence of a step: each segment's rows of k, v [T,
+  // kv_heads, head_dim] go to its view at its positions.
+  void kv_write(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v);
   // Rows [row, row + count) of the view widened to f32 k, v [count, kv_heads, head_dim].
   void kv_read(const KvView& kv, int64_t row, Tensor& k, Tensor& v);
 
@@ -193,8 +210,9 @@ class Backend {
   virtual void gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   virtual void add_inplace_impl(Tensor& x, const Tensor& y) = 0;
   virtual void embedding_impl(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) = 0;
-  virtual void attention_impl(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) = 0;
-  virtual void kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) = 0;
+  virtual void attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
+                              Tensor& out) = 0;
+  virtual void kv_write_impl(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v) = 0;
   virtual void kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) = 0;
   virtual Tensor empty_impl(std::vector<int64_t> shape, DType dtype) = 0;
   virtual Tensor reserve_impl(std::vector<int64_t> shape, DType dtype) = 0;

@@ -54,9 +54,24 @@ void check_kv_rows(const KvView& kv, int64_t row, const Tensor& k, const Tensor&
 }  // namespace
 
 void Backend::kv_write(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) {
-  const OpScope scope(profile_, "kv_write");
   check_kv_rows(kv, row, k, v, "kv_write");
-  kv_write_impl(kv, row, k, v);
+  const KvSegment whole{kv, 0, k.dim(0), kv.first_position + row};
+  kv_write(std::span(&whole, 1), k, v);
+}
+
+void Backend::kv_write(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v) {
+  const OpScope scope(profile_, "kv_write");
+  check(k.rank() == 3 && k.shape() == v.shape(), "kv_write: k ", k.shape_string(), " v ", v.shape_string());
+  int64_t next_row = 0;
+  for (const KvSegment& s : segments) {
+    check(s.row == next_row && s.rows >= 0 && s.row + s.rows <= k.dim(0), "kv_write: a segment of rows [", s.row,
+          ", ", s.row + s.rows, ") where row ", next_row, " was due, of k ", k.shape_string());
+    check_kv_rows(s.kv, s.first_position - s.kv.first_position, k.slice_rows(s.row, s.row + s.rows),
+                  v.slice_rows(s.row, s.row + s.rows), "kv_write");
+    next_row += s.rows;
+  }
+  check(next_row == k.dim(0), "kv_write: segments cover ", next_row, " rows of k ", k.shape_string());
+  kv_write_impl(segments, k, v);
 }
 
 void Backend::kv_read(const KvView& kv, int64_t row, Tensor& k, Tensor& v) {

@@ -352,14 +352,15 @@ int64_t MemoryContract::cuda_scratch_bytes(int64_t t, int64_t context, int64_t r
   // split partials (each query row's heads split over the keys, a tile of
   // keys at least, capped); turbo's rotated queries; host data staged for
   // steps that run unrecorded: token ids, gathered rows and their weights,
-  // a view's block table (a block holds a row at least).
+  // a view's block table (a block holds a row at least; predict() adds the
+  // other sequences' of a step), each row's KvRowRef (32 bytes).
   int64_t bytes = cm::aligned(t * rounded_depth * 6);
   const int64_t rows = t * c.num_heads, splits = (context + cm::kMinSplitKeys - 1) / cm::kMinSplitKeys;
   bytes += cm::aligned(std::max(rows, std::min(rows * splits, cm::kMaxPartialRows)) * (max_hd + 2) * 4);
   const bool turbo = in_.kv_scheme.kind() == KvScheme::Kind::turbo;
   if (turbo) bytes += cm::aligned(rows * max_hd * 4) + c.num_layers * cm::aligned(max_hd * 4);  // and the signs
   const int64_t routed = t * std::max<int64_t>(1, c.num_experts_per_tok);
-  bytes += cm::aligned(t * 4) + 2 * cm::aligned(routed * 4) + cm::aligned((context + 1) * 8);
+  bytes += cm::aligned(t * 4) + 2 * cm::aligned(routed * 4) + cm::aligned((context + 1) * 8) + cm::aligned(t * 32);
   return bytes;
 }
 
@@ -463,6 +464,9 @@ MemoryBreakdown MemoryContract::predict(int64_t context, int64_t sequences, int6
   b.weights = weights_bytes();
   b.kv = sequences * kv_bytes(context, chunk);
   b.transient = transient_bytes(std::min(chunk, context), context);
+  // A step of every sequence stages all their block tables together on a
+  // GPU (transient_bytes holds one; admission bills one per sequence).
+  if (in_.device == Device::cuda) b.transient += (sequences - 1) * (context + 1) * 8;
   b.runtime = runtime_bytes();
   b.speculation = speculation_fixed_bytes() + sequences * speculation_sequence_bytes(context, chunk);
   return b;

@@ -26,10 +26,8 @@ class DelayedCodecKvLayer final : public KvLayer {
   int64_t length() const override { return layer().length(); }
   int64_t first_position() const override { return layer().first_position(); }
   int64_t capacity() const override { return spec_.capacity; }
+  void claim(int64_t count) override { layer().claim(count); }
   void append(const Tensor& k, const Tensor& v) override { layer().append(k, v); }
-  void attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const override {
-    layer().attend(backend, q, p, out);
-  }
   void trim(int64_t new_length) override { layer().trim(new_length); }
   int64_t bytes() const override { return layer().bytes(); }
   KvView view() const override { return layer().view(); }

@@ -1,7 +1,8 @@
 #pragma once
 // The state of one attention layer for one sequence. Models never touch cache
-// storage: they append new keys/values and ask the layer to run attention over
-// what it holds, so codecs and layouts can change behind this interface.
+// storage: they claim rows for new keys/values and read the layer through its
+// view (what the backend's kv_write and attention take), so codecs and
+// layouts can change behind this interface.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -20,10 +21,13 @@ class KvLayer {
   virtual int64_t first_position() const = 0;
   // Tokens the layer may hold (the sequence's capacity).
   virtual int64_t capacity() const = 0;
+  // Makes room for positions [length, length + count) and holds them from
+  // now on; the caller writes their rows (Backend::kv_write over view())
+  // before anything reads them. A step claims every sequence's rows first,
+  // so that one write and one attention serve all of them.
+  virtual void claim(int64_t count) = 0;
   // Stores k, v [count, kv_heads, head_dim] (f32) at positions [length, length + count).
   virtual void append(const Tensor& k, const Tensor& v) = 0;
-  // Attention of q [count, heads, head_dim] at positions [first_position, …) over the held keys.
-  virtual void attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const = 0;
   // Forgets positions >= new_length (0 empties the layer).
   virtual void trim(int64_t new_length) = 0;
   // Called after every prefill chunk and decode step; a layer with a delayed

@@ -74,19 +74,25 @@ void PagedKvLayer::start_at(int64_t position) {
 }
 
 void PagedKvLayer::append(const Tensor& k, const Tensor& v) {
-  const int64_t count = k.dim(0), heads = format_.kv_heads, d = format_.head_dim, b = format_.block_rows;
-  check(k.dtype() == DType::f32 && k.shape() == v.shape() && k.numel() == count * heads * d, "kv append: k ",
-        k.shape_string(), " v ", v.shape_string(), " do not fit ", heads, " heads of ", d);
-  check(length() + count <= capacity_, "kv append: ", length(), " + ", count, " tokens exceed the capacity of ",
-        capacity_);
+  const int64_t heads = format_.kv_heads, d = format_.head_dim;
+  check(k.dtype() == DType::f32 && k.rank() == 3 && k.shape() == v.shape() && k.numel() == k.dim(0) * heads * d,
+        "kv append: k ", k.shape_string(), " v ", v.shape_string(), " do not fit ", heads, " heads of ", d);
+  claim(k.dim(0));  // may move the ring's rows: the new ones are the last
+  if (k.dim(0) > 0) pool_->backend().kv_write(view(), rows_ - k.dim(0), k, v);
+}
+
+void PagedKvLayer::claim(int64_t count) {
+  const int64_t b = format_.block_rows;
+  check(count >= 0 && length() + count <= capacity_, "kv append: ", length(), " + ", count,
+        " tokens exceed the capacity of ", capacity_);
   // The step's first query (at the current length) sees back to here.
   const int64_t needed = window_ ? length() - *window_ + 1 : 0;
   // Rows go after the last one held: a block shared with a fork is copied first.
   if (count > 0 && rows_ % b != 0) make_private(blocks_.size() - 1);
   // Blocks for every new row first (a sliding layer's oldest block is
   // behind every query's window, kv_max_blocks sizing the ring so for the
-  // steps it was made for, and takes new rows), then the rows in one write:
-  // a prefill chunk is one kernel, not one per block.
+  // steps it was made for, and takes new rows), so that the caller writes
+  // them in one go: a prefill chunk is one kernel, not one per block.
   while (int64_t(blocks_.size()) * b < rows_ + count) {
     if (int64_t(blocks_.size()) == max_blocks_) {
       check(window_ && first_ + b <= needed, "sliding kv layer: a step of ", count, " tokens at ", length(),
@@ -107,10 +113,6 @@ void PagedKvLayer::append(const Tensor& k, const Tensor& v) {
       block_data_.push_back(blocks_.back()->data);
     }
   }
-  if (count == 0) return;
-  KvView target = view();
-  target.length = rows_ + count;
-  pool_->backend().kv_write(target, rows_, k, v);
   rows_ += count;
 }
 
@@ -124,10 +126,6 @@ KvView PagedKvLayer::view() const {
   view.v_table = v_table_;
   view.rotation_seed = rotation_seed_;
   return view;
-}
-
-void PagedKvLayer::attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const {
-  backend.attention(q, view(), p, out);
 }
 
 void PagedKvLayer::trim(int64_t new_length) {

@@ -25,8 +25,8 @@ class PagedKvLayer final : public KvLayer {
   int64_t length() const override { return first_ + rows_; }
   int64_t first_position() const override { return first_; }
   int64_t capacity() const override { return capacity_; }
+  void claim(int64_t count) override;
   void append(const Tensor& k, const Tensor& v) override;
-  void attend(Backend& backend, const Tensor& q, const AttentionParams& p, Tensor& out) const override;
   void trim(int64_t new_length) override;
   int64_t bytes() const override { return int64_t(blocks_.size()) * pool_->block_bytes(); }
   KvView view() const override;

@@ -28,15 +28,24 @@ AttentionScratch::AttentionScratch(Backend& b, int64_t t, const ModelConfig& c)
 
 void attend_segments(Backend& b, const StepLayout& layout, int64_t kv_layer, const Tensor* k, const Tensor* v,
                      const Tensor& q, AttentionParams params, Tensor& out) {
+  // Every sequence claims its rows before any view is taken: then one write
+  // and one attention serve the whole step.
+  thread_local std::vector<KvSegment> segments;
+  segments.clear();
   for (const auto& segment : layout.segments) {
     KvLayer* kv = segment.state->kv[size_t(kv_layer)].get();
     check(kv != nullptr, "attention: the sequence has no KV layer ", kv_layer);
-    const int64_t begin = segment.row, end = segment.row + segment.rows;
-    if (k) kv->append(k->slice_rows(begin, end), v->slice_rows(begin, end));
-    params.first_position = segment.first_position;
-    Tensor rows = out.slice_rows(begin, end);
-    kv->attend(b, q.slice_rows(begin, end), params, rows);
+    if (k) {
+      check(kv->length() == segment.first_position, "attention: rows at position ", segment.first_position,
+            " for a KV layer holding ", kv->length());
+      kv->claim(segment.rows);
+    }
   }
+  for (const auto& segment : layout.segments)
+    segments.push_back({segment.state->kv[size_t(kv_layer)]->view(), segment.row, segment.rows,
+                        segment.first_position});
+  if (k) b.kv_write(segments, *k, *v);
+  b.attention(q, segments, params, out);
 }
 
 void run_self_attention(Backend& b, const SelfAttention& a, const ModelConfig& c, const Tensor& h, const Tensor& cos,

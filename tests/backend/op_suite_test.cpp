@@ -110,6 +110,17 @@ struct AttentionCase {
   bool bf16_inputs = false;    // bf16 compute: queries and probabilities may be rounded to bf16
 };
 
+// Several sequences attended in one step (Backend::kv_write and attention
+// over segments), each with its own layer and length.
+struct SegmentsCase {
+  std::vector<LayerCodec> codecs;  // one per sequence
+  DType plain_dtype;
+  int64_t heads, kv_heads, head_dim;
+  std::optional<int64_t> window;
+  std::vector<int64_t> prompts;             // rows each sequence holds first
+  std::vector<std::vector<int64_t>> steps;  // each step's rows, per sequence
+};
+
 // ---------------------------------------------------------------------------
 // The fixture: one backend per parameter, one fresh seed per test.
 
@@ -158,6 +169,7 @@ class OpSuite : public ::testing::TestWithParam<std::string> {
   }
   float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng_); }
   void check_attention(const AttentionCase& c);
+  void check_attention_segments(const SegmentsCase& c);
   void check_kv_write_read(const LayerCodec& codec, DType plain_dtype, double tolerance);
 
   std::shared_ptr<Backend> backend_;
@@ -194,9 +206,9 @@ TEST_P(OpSuite, Matmul) {
   };
   // Odd K and N (vector tails), M = 1 (decode) and a larger prefill-like M;
   // decode-sized M (≤ 16) with K % 8 == 0 over long and short rows (a
-  // device's GEMV: its unrolled loop, its tail, rows in groups of 8).
+  // device's GEMV for 1 and 2 rows: its unrolled loop, its tail).
   for (const Shape s : {Shape{1, 64, 48}, Shape{7, 33, 5}, Shape{33, 200, 70}, Shape{1, 1063, 23}, Shape{40, 96, 129},
-                        Shape{3, 1344, 37}, Shape{12, 1032, 9}, Shape{16, 2056, 17}})
+                        Shape{2, 1344, 37}, Shape{3, 1344, 37}, Shape{12, 1032, 9}, Shape{2, 2056, 17}})
     for (DType wdt : {DType::f32, DType::bf16})
       for (bool with_bias : {false, true})
         for (bool bf16_inputs : {false, true}) {
@@ -251,7 +263,8 @@ TEST_P(OpSuite, MatmulShared) {
 TEST_P(OpSuite, MatmulSharedBf16Outputs) {
   SCOPED_TRACE(seed_note());
   // Every output bf16 and K % 8 == 0: a device's decode GEMV takes them
-  // together (five outputs: more than one launch holds); rows from 1 to 16.
+  // together up to 2 rows (five outputs: more than one launch holds); rows
+  // from 1 to 16.
   const int64_t k = 264;
   const int64_t widths[] = {48, 17, 33, 8, 70};
   for (int64_t m : {1, 2, 3, 9, 16})
@@ -1267,6 +1280,99 @@ TEST_P(OpSuite, AttentionTurbo) {
                    kTurboK3V4ReadTolerance});
 }
 
+// Every step claims each sequence's rows, writes all of them with one
+// kv_write and attends with one attention; each segment's output must be
+// that sequence's own attention over its rows (the reference in double).
+void OpSuite::check_attention_segments(const SegmentsCase& c) {
+  const int64_t d = c.head_dim, row_floats = c.kv_heads * d, n = int64_t(c.prompts.size());
+  auto pool = std::make_shared<KvBlockPool>(4096, backend_);
+  std::vector<std::unique_ptr<PagedKvLayer>> layers;
+  std::vector<std::vector<float>> k_all(static_cast<size_t>(n)), v_all(static_cast<size_t>(n));
+  std::vector<KvFormat> formats;
+  int64_t longest_step = *std::max_element(c.prompts.begin(), c.prompts.end());  // a prompt is one step
+  for (const auto& step : c.steps) longest_step = std::max(longest_step, *std::max_element(step.begin(), step.end()));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t capacity = c.prompts[size_t(i)];
+    for (const auto& step : c.steps) capacity += step[size_t(i)];
+    formats.push_back(c.codecs[size_t(i)].format(c.kv_heads, d, c.plain_dtype, pool->block_bytes()));
+    layers.push_back(std::make_unique<PagedKvLayer>(pool, formats.back(), capacity, c.window, longest_step, rng_()));
+    const Input k = input({c.prompts[size_t(i)], c.kv_heads, d}), v = input({c.prompts[size_t(i)], c.kv_heads, d});
+    layers.back()->append(k.dev, v.dev);
+    k_all[size_t(i)] = k.host, v_all[size_t(i)] = v.host;
+  }
+  AttentionParams p;
+  p.scale = 1.0f / std::sqrt(float(d));
+  p.window = c.window;
+  for (const auto& step : c.steps) {
+    const int64_t t = std::accumulate(step.begin(), step.end(), int64_t(0));
+    const Input k = input({t, c.kv_heads, d}), v = input({t, c.kv_heads, d}), q = input({t, c.heads, d});
+    std::vector<KvSegment> segments;
+    int64_t row = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t first = layers[size_t(i)]->length(), rows = step[size_t(i)];
+      layers[size_t(i)]->claim(rows);
+      segments.push_back({layers[size_t(i)]->view(), row, rows, first});
+      k_all[size_t(i)].insert(k_all[size_t(i)].end(), k.host.begin() + row * row_floats,
+                              k.host.begin() + (row + rows) * row_floats);
+      v_all[size_t(i)].insert(v_all[size_t(i)].end(), v.host.begin() + row * row_floats,
+                              v.host.begin() + (row + rows) * row_floats);
+      row += rows;
+    }
+    backend_->kv_write(segments, k.dev, v.dev);
+    Tensor o = out({t, c.heads, d});
+    backend_->attention(q.dev, segments, p, o);
+    const std::vector<float> got = read(o);
+    for (int64_t i = 0; i < n; ++i) {
+      const KvSegment& s = segments[size_t(i)];
+      const KvFormat& f = formats[size_t(i)];
+      const std::string what = c.codecs[size_t(i)].label() + " sequence " + std::to_string(i) + " of " +
+                               std::to_string(n) + ", " + std::to_string(s.rows) + " rows at " +
+                               std::to_string(s.first_position);
+      // Rows as stored: bf16-rounded, or decoded by kv_read for a coded
+      // layer; rows a window dropped are NaN.
+      const std::vector<float>& ka = k_all[size_t(i)];
+      const std::vector<float>& va = v_all[size_t(i)];
+      std::vector<float> k_ref(ka.size(), NAN), v_ref(va.size(), NAN);
+      const size_t held_from = size_t(s.kv.first_position * row_floats);
+      if (is_coded(f)) {
+        Tensor kr = out({s.kv.length, c.kv_heads, d}), vr = out({s.kv.length, c.kv_heads, d});
+        backend_->kv_read(s.kv, 0, kr, vr);
+        const std::vector<float> kh = read(kr), vh = read(vr);
+        std::copy(kh.begin(), kh.end(), k_ref.begin() + ptrdiff_t(held_from));
+        std::copy(vh.begin(), vh.end(), v_ref.begin() + ptrdiff_t(held_from));
+      } else {
+        for (size_t j = held_from; j < ka.size(); ++j) {
+          const bool bf16 = f.dtype == DType::bf16;
+          k_ref[j] = bf16 ? round_bf16(ka[j]) : ka[j];
+          v_ref[j] = bf16 ? round_bf16(va[j]) : va[j];
+        }
+      }
+      AttentionParams at = p;
+      at.first_position = s.first_position;
+      const std::vector<float> q_rows(q.host.begin() + s.row * c.heads * d,
+                                      q.host.begin() + (s.row + s.rows) * c.heads * d);
+      const std::vector<float> got_rows(got.begin() + s.row * c.heads * d, got.begin() + (s.row + s.rows) * c.heads * d);
+      expect_close(got_rows, attention_reference(q_rows, s.rows, c.heads, k_ref, v_ref, c.kv_heads, d, at),
+                   is_coded(f) ? 1e-4 : 1e-5, what);
+    }
+  }
+}
+
+// Decode and verify rows of sequences of different lengths over bf16 rows
+// (a device's one-launch path), in full and sliding layers; sequences whose
+// layers differ in format, or whose rows are too many for decode (a device
+// takes them one by one); f32 rows.
+TEST_P(OpSuite, AttentionOverSegments) {
+  SCOPED_TRACE(seed_note());
+  const LayerCodec plain{}, affine8{LayerCodec::Kind::affine, 8, 64};
+  check_attention_segments({{plain, plain, plain, plain}, DType::bf16, 16, 8, 128, std::nullopt, {300, 40, 1000, 7},
+                            {{1, 1, 1, 1}, {3, 1, 16, 2}, {1, 1, 1, 1}}});
+  check_attention_segments({{plain, plain, plain}, DType::bf16, 8, 2, 64, 100, {250, 30, 120}, {{1, 1, 1}, {4, 2, 1}}});
+  check_attention_segments({{plain, affine8}, DType::bf16, 8, 2, 64, std::nullopt, {50, 60}, {{1, 1}, {2, 3}}});
+  check_attention_segments({{plain, plain}, DType::f32, 8, 2, 64, std::nullopt, {20, 33}, {{17, 1}, {1, 1}}});
+  check_attention_segments({{plain, plain}, DType::bf16, 12, 4, 256, std::nullopt, {90, 500}, {{1, 1}, {1, 20}}});
+}
+
 // kv_write into rows in the middle of a layer (across a block boundary):
 // those rows read back as written, all others as they were; kv_read from a
 // row inside the layer reads the same rows as a read of everything.
@@ -1344,6 +1450,16 @@ TEST_P(OpSuite, AttentionAndKvRejectBadArguments) {
   Tensor r3 = out({3, kv_heads, d}), r_dim = out({3, kv_heads, d - 1});
   EXPECT_THROW(backend_->kv_read(view, 9, r3, r3), Error);
   EXPECT_THROW(backend_->kv_read(view, 0, r_dim, r_dim), Error);
+
+  // Segments must cover q's rows in order.
+  const KvSegment gap[] = {{view, 0, 1, 9}, {view, 2, 1, 9}};
+  Tensor o3s = out({3, 4, d});
+  EXPECT_THROW(backend_->attention(q3, gap, p, o3s), Error);   // row 1 skipped
+  EXPECT_THROW(backend_->kv_write(gap, k3, k3), Error);
+  const KvSegment short_cover[] = {{view, 0, 2, 8}};
+  EXPECT_THROW(backend_->attention(q3, short_cover, p, o3s), Error);  // 2 of 3 rows
+  const KvSegment past_end[] = {{view, 0, 3, 8}};
+  EXPECT_THROW(backend_->kv_write(past_end, k3, k3), Error);  // positions 8..11 of 10
 
   // A sliding layer that dropped rows: a query without that window needs them.
   PagedKvLayer sliding(pool, format, 60, 8, 20, 0);

@@ -178,8 +178,8 @@ TEST(QuantizedAttention, MatchesReferenceAndStaysNearExact) {
     p.scale = 0.125f;
     p.first_position = n - t;
     Tensor want = Tensor::empty(q.shape(), DType::f32), got = Tensor::empty(q.shape(), DType::f32);
-    exact->attend(*backend, q, p, want);
-    coded->attend(*backend, q, p, got);
+    backend->attention(q, exact->view(), p, want);
+    backend->attention(q, coded->view(), p, got);
     EXPECT_LT(relative_error(got.data<float>(), want.data<float>(), q.numel()), c.tolerance) << c.codec.label();
     {  // the tiles over coded blocks vs the reference, same view
       Tensor fast = Tensor::empty(q.shape(), DType::f32);

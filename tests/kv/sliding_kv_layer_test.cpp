@@ -62,8 +62,8 @@ void expect_same_attention(const LayerCodec& codec, int64_t window, int64_t step
     Tensor a = Tensor::empty(q.shape(), DType::f32), b = Tensor::empty(q.shape(), DType::f32);
     p.sliding->append(k, v);
     p.full->append(k, v);
-    p.sliding->attend(*backend, q, params, a);
-    p.full->attend(*backend, q, params, b);
+    backend->attention(q, p.sliding->view(), params, a);
+    backend->attention(q, p.full->view(), params, b);
     ASSERT_LE(testing::relative_error(a.data<float>(), b.data<float>(), a.numel()), 1e-6) << "step at " << pos;
     p.sliding->end_step();
     p.full->end_step();
@@ -137,8 +137,8 @@ TEST(SlidingKvLayer, ForksGoOnIndependently) {
       params.first_position = pos;
       params.window = window;
       Tensor got = Tensor::empty(q.shape(), DType::f32), want = Tensor::empty(q.shape(), DType::f32);
-      p->sliding->attend(*backend, q, params, got);
-      p->full->attend(*backend, q, params, want);
+      backend->attention(q, p->sliding->view(), params, got);
+      backend->attention(q, p->full->view(), params, want);
       ASSERT_LE(testing::relative_error(got.data<float>(), want.data<float>(), got.numel()), 1e-6) << "at " << pos;
     }
   EXPECT_GT(b.sliding->first_position(), 13) << "the fork reused blocks it had shared";

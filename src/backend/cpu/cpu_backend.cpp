@@ -143,7 +143,17 @@ const HadamardRotation& CpuBackend::rotation(const KvView& kv) {
   return *r;
 }
 
-void CpuBackend::attention_impl(const Tensor& q_in, const KvView& kv, const AttentionParams& p, Tensor& out) {
+void CpuBackend::attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
+                                Tensor& out) {
+  for (const KvSegment& s : segments) {
+    AttentionParams at = p;
+    at.first_position = s.first_position;
+    Tensor rows = out.slice_rows(s.row, s.row + s.rows);
+    attend_view(q.slice_rows(s.row, s.row + s.rows), s.kv, at, rows);
+  }
+}
+
+void CpuBackend::attend_view(const Tensor& q_in, const KvView& kv, const AttentionParams& p, Tensor& out) {
   const int64_t t = q_in.dim(0), heads = q_in.dim(1), d = kv.head_dim();
   // A codebook cache holds rotated rows: scores are taken in the rotated
   // space (Rq·Rk = q·k) and the output is rotated back once.

@@ -31,8 +31,9 @@ class CpuBackend final : public Backend {
   void gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void add_inplace_impl(Tensor& x, const Tensor& y) override;
   void embedding_impl(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) override;
-  void attention_impl(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) override;
-  void kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) override;
+  void attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
+                      Tensor& out) override;
+  void kv_write_impl(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v) override;
   void kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) override;
 
   Tensor empty_impl(std::vector<int64_t> shape, DType dtype) override;
@@ -90,6 +91,8 @@ class CpuBackend final : public Backend {
   // x is prepared once for all of them, then each runs on its own.
   void quant_matmul(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs);
   void quant_matmul_one(QuantMatmulArgs& a, const bf16_t* xb, bool bf16_inputs);
+  // Attention of q [T, heads, head_dim] over one view (one sequence's rows of a step).
+  void attend_view(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out);
   // Decode-like rows over plain caches: each row's keys in segments spread
   // over the pool, then combined (kernels.h, kDecodeSegmentKeys).
   void attend_decode_segments(const float* q, const KvView& kv, const AttentionParams& p, Tensor& out,

@@ -69,16 +69,19 @@ void encode_row(const KvView& kv, const HadamardRotation* rotation, bool values,
 
 }  // namespace
 
-void CpuBackend::kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) {
-  const int64_t heads = kv.kv_heads(), d = kv.head_dim();
-  const HadamardRotation* rot = kv.format.codec == KvFormat::Codec::codebook ? &rotation(kv) : nullptr;
+void CpuBackend::kv_write_impl(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v) {
   thread_local std::vector<float> buffer;  // a codebook row, rotated: reused across writes
-  for (int64_t t = 0; t < k.dim(0); ++t)
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t src = (t * heads + h) * d;
-      encode_row(kv, rot, false, h, row + t, k.data<float>() + src, buffer);
-      encode_row(kv, rot, true, h, row + t, v.data<float>() + src, buffer);
-    }
+  for (const KvSegment& s : segments) {
+    const KvView& kv = s.kv;
+    const int64_t heads = kv.kv_heads(), d = kv.head_dim(), row = s.first_position - kv.first_position;
+    const HadamardRotation* rot = kv.format.codec == KvFormat::Codec::codebook ? &rotation(kv) : nullptr;
+    for (int64_t t = 0; t < s.rows; ++t)
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t src = ((s.row + t) * heads + h) * d;
+        encode_row(kv, rot, false, h, row + t, k.data<float>() + src, buffer);
+        encode_row(kv, rot, true, h, row + t, v.data<float>() + src, buffer);
+      }
+  }
 }
 
 void CpuBackend::kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) {

@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/device_memory.h"
+#include "backend/cuda/kv_layout.h"
 #include "backend/cuda/step_arena.h"
 #include "backend/cuda/step_graph.h"
 
@@ -32,7 +33,6 @@ void check_launch(const char* op);
 
 // What outlives the backend object: tensors it allocated free themselves on
 // this stream, so they hold it.
-struct KvLayout;  // kv_layout.h
 
 struct Context {
   int device = 0;
@@ -77,8 +77,9 @@ class CudaBackend final : public Backend {
   void gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void add_inplace_impl(Tensor& x, const Tensor& y) override;
   void embedding_impl(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) override;
-  void attention_impl(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out) override;
-  void kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) override;
+  void attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
+                      Tensor& out) override;
+  void kv_write_impl(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v) override;
   void kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) override;
 
   Tensor empty_impl(std::vector<int64_t> shape, DType dtype) override;
@@ -119,6 +120,15 @@ class CudaBackend final : public Backend {
   void* scratch(int slot, size_t bytes);
   // kv_write (write) or kv_read over rows [row, row + k.dim(0)) of the view.
   void kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v, bool write);
+  // Every step row's KvRowRef on the device, the segments' block tables staged with them.
+  const KvRowRef* stage_rows(std::span<const KvSegment> segments);
+  // Attention over one view (one sequence's rows of a step, or all of them
+  // where the decode kernel does not take the step whole).
+  void attend_view(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out);
+  // Whether the decode kernel takes every segment of the step in one launch
+  // (plain bf16 rows of one format, a few rows per sequence), and that launch.
+  static bool decode_kernel_takes(const Tensor& q, std::span<const KvSegment> segments);
+  void attention_decode(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p, Tensor& out);
   // The rotation signs of a codebook view on the device (built once per seed and dim).
   const float* rotation_signs(const KvView& kv);
   // How many splits the keys of an attention take, for `blocks` blocks per
@@ -151,18 +161,18 @@ class CudaBackend final : public Backend {
     if (sync_ops_) check_cuda(cudaStreamSynchronize(stream()), "wait for the stream");
   }
   // Decode's bf16 matmuls (gemv.cu): y[M, N] (+ bias) = x[M, K] · w[N, K]ᵀ
-  // with bf16 products for each output, all outputs in one launch. x is read
-  // as f32 and rounded on the way (xb null), or comes rounded to bf16 (xb):
-  // up to kGemvF32Rows rows the GEMV reads f32 x itself and no rounding pass
-  // runs; past it, x's re-reads by every column cost more than that pass.
-  static constexpr int64_t kGemvMaxRows = 16, kGemvF32Rows = 2;
+  // with bf16 products for each output, all outputs in one launch, x read as
+  // f32 and rounded on the way. Up to kGemvMaxRows rows: from 3 rows on,
+  // cuBLAS's GEMM takes less time (8B, measured: 3 rows 394 against 378
+  // tok/s, 4 rows 513 against 390, 8 rows 842 against 625).
+  static constexpr int64_t kGemvMaxRows = 2;
   struct GemvOutput {
     const Tensor* w;
     const float* bias;  // or null
     float* y;
   };
   static bool gemv_suits(int64_t M, int64_t K, const Tensor& w);
-  void gemv_bf16(const float* x, const __nv_bfloat16* xb, int64_t M, int64_t K, std::span<const GemvOutput> outputs);
+  void gemv_bf16(const float* x, int64_t M, int64_t K, std::span<const GemvOutput> outputs);
   // Counted device memory that stays until its tensor lets go.
   Tensor allocate(std::vector<int64_t> shape, DType dtype);
   // dst ← src, bytes of device memory (now, or recorded).
@@ -181,10 +191,12 @@ class CudaBackend final : public Backend {
   Tensor workspace_;
   std::vector<std::pair<Tensor, const void*>> pending_downloads_;  // host tensor, device source
   std::map<int, Tensor> buffers_;
+  std::vector<void*> staged_tables_;    // stage_rows' host side, reused
+  std::vector<KvRowRef> staged_rows_;
   std::map<std::pair<uint64_t, int64_t>, Tensor> signs_;
 };
 
 // Slots of CudaBackend::stage / scratch.
-enum Slot : int { kIds, kRows, kWeights, kBlockTable, kRoundedX, kRotatedQ, kPartials };
+enum Slot : int { kIds, kRows, kWeights, kBlockTable, kRowRefs, kRoundedX, kRotatedQ, kPartials };
 
 }  // namespace fathom::cuda

@@ -72,18 +72,21 @@ __device__ void pack(uint32_t* words, int bits, int64_t i, uint32_t code) {
   if (shift + bits > 32) words[w + 1] |= code >> (32 - shift);
 }
 
-// Plain rows (bf16 or f32): a thread per four values of a (token, head, K or
-// V) row, a 16-byte load and one store each (head_dim a multiple of 4; rows
-// in blocks are 16-byte aligned, as the attention kernels read them).
-__global__ void kv_write_plain_kernel(KvLayout l, unsigned char* const* table, int64_t row0, int64_t count,
-                                      int64_t heads, const float* k, const float* v) {
+// Plain rows (bf16 or f32) of every sequence of a step: a thread per four
+// values of a (token, head, K or V) row, a 16-byte load and one store each
+// (head_dim a multiple of 4; rows in blocks are 16-byte aligned, as the
+// attention kernels read them). Token t goes to its sequence's view at its
+// position (refs[t]).
+__global__ void kv_write_plain_kernel(KvLayout l, const KvRowRef* refs, int64_t count, int64_t heads,
+                                      const float* k, const float* v) {
   const int64_t quads = l.head_dim / 4;
   const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (idx >= count * heads * 2 * quads) return;
   const int64_t c = idx % quads, rest = idx / quads, h = (rest / 2) % heads, t = rest / 2 / heads;
   const int which = int(rest % 2);
   const float4 x = reinterpret_cast<const float4*>((which ? v : k) + (t * heads + h) * l.head_dim)[c];
-  unsigned char* dst = row_ptr(l, row_ref(l, table, row0 + t), which, h);
+  const KvRowRef s = refs[t];
+  unsigned char* dst = row_ptr(l, row_ref(l, s, s.position - s.first_position), which, h);
   if (!l.bf16) {
     reinterpret_cast<float4*>(dst)[c] = x;
     return;
@@ -312,8 +315,10 @@ attention_tiled_kernel(KvLayout l, unsigned char* const* table, const float* q, 
   }
 }
 
-// Decode rows over plain bf16 rows, the common case, at the memory's pace:
-// a block per (query row, kv head, split) holds the group's queries in
+// Decode rows over plain bf16 rows, the common case, at the memory's pace,
+// every sequence of a step in one launch (query row r attends over its
+// sequence's rows, refs[r]): a block per (query row, kv head, split) holds
+// the group's queries in
 // shared memory; each of its warps takes 32 keys at a time, a key per lane
 // (scores from 16-byte loads of the lane's key row, no shuffles per key),
 // runs the online softmax per query head over them, then adds their values
@@ -325,9 +330,8 @@ constexpr int64_t kDecodeMaxRows = 16;  // query rows a step may have to take it
 
 template <int D>
 __global__ void __launch_bounds__(32 * kDecodeWarps)
-attention_decode_bf16_kernel(KvLayout l, unsigned char* const* table, const float* q, int64_t heads,
-                             int64_t kv_heads, float scale, int64_t q_first, int64_t window, int64_t splits,
-                             int64_t split_len, float* partial) {
+attention_decode_bf16_kernel(KvLayout l, const KvRowRef* refs, const float* q, int64_t heads, int64_t kv_heads,
+                             float scale, int64_t window, int64_t splits, int64_t split_len, float* partial) {
   constexpr int kPer = D / 32;  // values per lane
   constexpr int G = kDecodeMaxGroup;
   __shared__ float qs[G][D];
@@ -339,10 +343,11 @@ attention_decode_bf16_kernel(KvLayout l, unsigned char* const* table, const floa
   for (int e = threadIdx.x; e < group * D; e += blockDim.x)
     qs[e / D][e % D] = q[(row * heads + g * group + e / D) * D + e % D] * scale;
   __syncthreads();
-  const int64_t pos = q_first + row;
-  const int64_t lo_pos = window > 0 ? max(l.first_position, pos - window + 1) : l.first_position;
-  const int64_t lo = max(lo_pos - l.first_position, split * split_len);
-  const int64_t hi = min(pos - l.first_position, (split + 1) * split_len - 1);
+  const KvRowRef seq = refs[row];
+  const int64_t pos = seq.position, first = seq.first_position;
+  const int64_t lo_pos = window > 0 ? max(first, pos - window + 1) : first;
+  const int64_t lo = max(lo_pos - first, split * split_len);
+  const int64_t hi = min(pos - first, (split + 1) * split_len - 1);
   float m[G], sum[G], acc[G][kPer];
 #pragma unroll
   for (int h = 0; h < G; ++h) {
@@ -353,7 +358,7 @@ attention_decode_bf16_kernel(KvLayout l, unsigned char* const* table, const floa
   for (int64_t k0 = lo + warp * 32; k0 <= hi; k0 += kDecodeKeysPerPass) {
     const int64_t key = k0 + lane;
     const bool valid = key <= hi;
-    const RowRef ref = valid ? row_ref(l, table, key) : RowRef{nullptr, 0};
+    const RowRef ref = valid ? row_ref(l, seq, key) : RowRef{nullptr, 0};
     float p[G];
 #pragma unroll
     for (int h = 0; h < G; ++h) p[h] = 0.0f;
@@ -538,12 +543,7 @@ void CudaBackend::kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, c
       stage(kBlockTable, kv.blocks, size_t(blocks_in_view(kv, row + count)) * sizeof(void*)));
   const float* signs = kv.format.codec == KvFormat::Codec::codebook ? rotation_signs(kv) : nullptr;
   const unsigned blocks = unsigned((count * heads * 2 + 127) / 128);  // a thread per (token, head, K or V)
-  const bool aligned = reinterpret_cast<uintptr_t>(k.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(v.raw()) % 16 == 0;
-  if (write && l.codec == 0 && l.head_dim % 4 == 0 && aligned) {
-    const int64_t threads = count * heads * 2 * (l.head_dim / 4);
-    launch("kv_write", kv_write_plain_kernel, unsigned((threads + 255) / 256), 256, 0, l, table, row, count, heads,
-           k.data<float>(), v.data<float>());
-  } else if (write) {
+  if (write) {
     launch("kv_write", kv_write_kernel, blocks, 128, 0, l, table, row, count, heads, k.data<float>(), v.data<float>(),
            signs);
   } else {
@@ -552,8 +552,48 @@ void CudaBackend::kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, c
   }
 }
 
-void CudaBackend::kv_write_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v) {
-  kv_rows_impl(kv, row, k, v, true);
+static_assert(sizeof(KvRowRef) == 32, "the memory contract bills 32 bytes of staged refs a row");
+
+const KvRowRef* CudaBackend::stage_rows(std::span<const KvSegment> segments) {
+  staged_tables_.clear();
+  for (const KvSegment& s : segments)
+    staged_tables_.insert(staged_tables_.end(), s.kv.blocks, s.kv.blocks + blocks_in_view(s.kv, s.kv.length));
+  if (staged_tables_.empty()) staged_tables_.push_back(nullptr);  // nothing to read, yet an address to give
+  auto* tables = static_cast<unsigned char* const*>(
+      stage(kBlockTable, staged_tables_.data(), staged_tables_.size() * sizeof(void*)));
+  staged_rows_.clear();
+  size_t at = 0;
+  for (const KvSegment& s : segments) {
+    for (int64_t i = 0; i < s.rows; ++i)
+      staged_rows_.push_back({tables + at, s.kv.row_offset, s.kv.first_position, s.first_position + i});
+    at += size_t(blocks_in_view(s.kv, s.kv.length));
+  }
+  return static_cast<const KvRowRef*>(stage(kRowRefs, staged_rows_.data(), staged_rows_.size() * sizeof(KvRowRef)));
+}
+
+void CudaBackend::kv_write_impl(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v) {
+  const int64_t count = k.dim(0);
+  if (count == 0) return;
+  const KvView& kv = segments.front().kv;
+  check(kv.head_dim() <= kMaxHeadDim, "kv_write on cuda: head_dim ", kv.head_dim(), " above ", kMaxHeadDim);
+  // Plain rows of one format go in one launch for the whole step; coded
+  // rows (and plain rows the vector kernel cannot take) segment by segment.
+  const bool aligned = reinterpret_cast<uintptr_t>(k.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(v.raw()) % 16 == 0;
+  const bool together = kv.format.codec == KvFormat::Codec::plain && kv.head_dim() % 4 == 0 && aligned &&
+                        std::all_of(segments.begin(), segments.end(),
+                                    [&](const KvSegment& s) { return s.kv.format == kv.format; });
+  if (together) {
+    KvLayout l = layout_of(kv);
+    l.row_offset = l.first_position = l.length = 0;  // each row's come with its ref
+    const KvRowRef* refs = stage_rows(segments);
+    const int64_t threads = count * kv.kv_heads() * 2 * (kv.head_dim() / 4);
+    launch("kv_write", kv_write_plain_kernel, unsigned((threads + 255) / 256), 256, 0, l, refs, count, kv.kv_heads(),
+           k.data<float>(), v.data<float>());
+    return;
+  }
+  for (const KvSegment& s : segments)
+    kv_rows_impl(s.kv, s.first_position - s.kv.first_position, k.slice_rows(s.row, s.row + s.rows),
+                 v.slice_rows(s.row, s.row + s.rows), true);
 }
 
 void CudaBackend::kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) { kv_rows_impl(kv, row, k, v, false); }
@@ -564,9 +604,56 @@ int64_t CudaBackend::key_splits(int64_t blocks, int64_t keys, int64_t min_keys, 
                                       std::max<int64_t>(1, cuda_memory::kMaxPartialRows / rows)));
 }
 
-void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const AttentionParams& p, Tensor& out) {
+bool CudaBackend::decode_kernel_takes(const Tensor& q, std::span<const KvSegment> segments) {
+  if (segments.empty()) return false;
+  const KvFormat& f = segments.front().kv.format;
+  const int64_t d = f.head_dim;
+  return f.codec == KvFormat::Codec::plain && f.dtype == DType::bf16 && q.dim(1) / f.kv_heads <= kDecodeMaxGroup &&
+         (d == 64 || d == 128 || d == 256) && std::all_of(segments.begin(), segments.end(), [&](const KvSegment& s) {
+           return s.kv.format == f && s.rows <= kDecodeMaxRows;
+         });
+}
+
+void CudaBackend::attention_decode(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
+                                   Tensor& out) {
+  const KvView& kv = segments.front().kv;
+  const int64_t t = q.dim(0), heads = q.dim(1), d = kv.head_dim(), rows = t * heads;
+  KvLayout l = layout_of(kv);
+  l.row_offset = l.first_position = l.length = 0;  // each row's come with its ref
+  const KvRowRef* refs = stage_rows(segments);
+  int64_t keys = 0;
+  for (const KvSegment& s : segments) keys = std::max(keys, s.kv.length);
+  // Two blocks per SM, down to one pass of the warps' keys per split
+  // (measured: splits of 32 keys, one warp busy in four, lost 6% at 512);
+  // a split past a shorter sequence's keys has nothing to do.
+  const int64_t blocks = t * kv.kv_heads();
+  const int64_t splits = key_splits(blocks, keys, kDecodeKeysPerPass, rows);
+  const int64_t split_len = ((keys + splits - 1) / splits + 31) / 32 * 32;
+  auto* partial = static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float)));
+  const dim3 grid{unsigned(blocks), unsigned(splits)};
+  auto kernel = d == 64 ? attention_decode_bf16_kernel<64>
+                        : d == 128 ? attention_decode_bf16_kernel<128> : attention_decode_bf16_kernel<256>;
+  launch("attention: decode rows", kernel, grid, 32 * kDecodeWarps, 0, l, refs, q.data<float>(), heads,
+         kv.kv_heads(), p.scale, p.window.value_or(0), splits, split_len, partial);
+  launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
+         splits, d, out.data<float>());
+}
+
+void CudaBackend::attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
+                                 Tensor& out) {
+  if (q.dim(0) == 0) return;
+  check(q.dim(2) <= kMaxHeadDim, "attention on cuda: head_dim ", q.dim(2), " above ", kMaxHeadDim);
+  if (decode_kernel_takes(q, segments)) return attention_decode(q, segments, p, out);
+  for (const KvSegment& s : segments) {
+    AttentionParams at = p;
+    at.first_position = s.first_position;
+    Tensor rows = out.slice_rows(s.row, s.row + s.rows);
+    attend_view(q.slice_rows(s.row, s.row + s.rows), s.kv, at, rows);
+  }
+}
+
+void CudaBackend::attend_view(const Tensor& q_in, const KvView& kv, const AttentionParams& p, Tensor& out) {
   const int64_t t = q_in.dim(0), heads = q_in.dim(1), d = kv.head_dim();
-  check(d <= kMaxHeadDim, "attention on cuda: head_dim ", d, " above ", kMaxHeadDim);
   if (t == 0) return;
   const KvLayout l = layout_of(kv);
   auto* table = static_cast<unsigned char* const*>(
@@ -586,24 +673,6 @@ void CudaBackend::attention_impl(const Tensor& q_in, const KvView& kv, const Att
   // partials are capped at kMaxPartialWarps (query rows × heads × splits).
   constexpr int64_t kMaxPartialWarps = cuda_memory::kMaxPartialRows;
   const int64_t rows = t * heads, group = heads / kv.kv_heads();
-  const bool decode_rows = t <= kDecodeMaxRows && l.codec == 0 && l.bf16 && group <= kDecodeMaxGroup &&
-                           (d == 64 || d == 128 || d == 256);
-  if (decode_rows) {
-    // Two blocks per SM, down to one pass of the warps' keys per split
-    // (measured: splits of 32 keys, one warp busy in four, lost 6% at 512).
-    const int64_t blocks = t * kv.kv_heads();
-    const int64_t splits = key_splits(blocks, kv.length, kDecodeKeysPerPass, rows);
-    const int64_t split_len = ((kv.length + splits - 1) / splits + 31) / 32 * 32;
-    auto* partial = static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float)));
-    const dim3 grid{unsigned(blocks), unsigned(splits)};
-    auto kernel = d == 64 ? attention_decode_bf16_kernel<64>
-                          : d == 128 ? attention_decode_bf16_kernel<128> : attention_decode_bf16_kernel<256>;
-    launch("attention: decode rows", kernel, grid, 32 * kDecodeWarps, 0, l, table, q, heads, kv.kv_heads(), p.scale,
-           p.first_position, p.window.value_or(0), splits, split_len, partial);
-    launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0,
-           partial, splits, d, out.data<float>());
-    return;
-  }
   if (flash_attention_suits(kv, p, t)) {
     const int64_t splits = flash_attention_splits(kv, t, heads);
     auto* partial =

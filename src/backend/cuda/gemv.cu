@@ -29,11 +29,8 @@ struct GemvLaunch {
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-// x's 8 values at chunk c of a row, as the bf16 products see them: a bf16
-// row widened, or an f32 row rounded to bf16 on the way (no separate pass).
-__device__ __forceinline__ void load_x8(const __nv_bfloat16* row, int64_t c, float out[8]) {
-  widen_bf16x8(__ldg(reinterpret_cast<const uint4*>(row) + c), out);
-}
+// x's 8 values at chunk c of an f32 row, rounded to bf16 as the bf16
+// products see them (no separate rounding pass).
 __device__ __forceinline__ void load_x8(const float* row, int64_t c, float out[8]) {
   const float4 a = __ldg(reinterpret_cast<const float4*>(row) + 2 * c);
   const float4 b = __ldg(reinterpret_cast<const float4*>(row) + 2 * c + 1);
@@ -43,10 +40,9 @@ __device__ __forceinline__ void load_x8(const float* row, int64_t c, float out[8
 }
 
 // One warp per output column n; lane l reads 8 consecutive weights at k =
-// 8·l + 256·j. Rows m of x are row0 + m. K % 8 == 0 and rows 16-byte aligned
-// (checked by the caller).
-template <int M, typename X>
-__global__ void gemv_bf16_kernel(GemvLaunch launch, const X* __restrict__ x, int64_t K, int64_t row0) {
+// 8·l + 256·j. K % 8 == 0 and rows 16-byte aligned (checked by the caller).
+template <int M>
+__global__ void gemv_bf16_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t K) {
   GemvOutputArgs o = launch.out[0];
   int64_t first = 0;
 #pragma unroll
@@ -56,7 +52,6 @@ __global__ void gemv_bf16_kernel(GemvLaunch launch, const X* __restrict__ x, int
   const int64_t n = (int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32;
   if (n >= o.n) return;
   const uint4* wr = o.w + n * (K / 8);
-  const X* xr = x + row0 * K;
   const int64_t chunks = K / 8;  // 16-byte chunks per weight row
   float acc[M];
 #pragma unroll
@@ -73,7 +68,7 @@ __global__ void gemv_bf16_kernel(GemvLaunch launch, const X* __restrict__ x, int
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        load_x8(xr + m * K, c + 32 * u, xf);
+        load_x8(x + m * K, c + 32 * u, xf);
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[m] = fmaf(wf[i], xf[i], acc[m]);
       }
@@ -85,34 +80,18 @@ __global__ void gemv_bf16_kernel(GemvLaunch launch, const X* __restrict__ x, int
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xf[8];
-      load_x8(xr + m * K, c, xf);
+      load_x8(x + m * K, c, xf);
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[m] = fmaf(wf[i], xf[i], acc[m]);
     }
   }
-  float* y = o.y + row0 * o.n;
+  float* y = o.y;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     float v = acc[m];
     for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
     if (lane == 0) y[m * o.n + n] = v + (o.bias ? o.bias[n] : 0.0f);
   }
-}
-
-template <typename X>
-using GemvKernel = void (*)(GemvLaunch, const X*, int64_t, int64_t);
-
-// The kernel for `rows` rows of x: 1 to 8 rounded rows, or 1 to
-// CudaBackend::kGemvF32Rows f32 ones.
-GemvKernel<__nv_bfloat16> rounded_x_kernel(int64_t rows) {
-  static constexpr GemvKernel<__nv_bfloat16> kKernels[] = {
-      gemv_bf16_kernel<1, __nv_bfloat16>, gemv_bf16_kernel<2, __nv_bfloat16>, gemv_bf16_kernel<3, __nv_bfloat16>,
-      gemv_bf16_kernel<4, __nv_bfloat16>, gemv_bf16_kernel<5, __nv_bfloat16>, gemv_bf16_kernel<6, __nv_bfloat16>,
-      gemv_bf16_kernel<7, __nv_bfloat16>, gemv_bf16_kernel<8, __nv_bfloat16>};
-  return kKernels[rows - 1];
-}
-GemvKernel<float> f32_x_kernel(int64_t rows) {
-  return rows == 1 ? gemv_bf16_kernel<1, float> : gemv_bf16_kernel<2, float>;
 }
 
 }  // namespace
@@ -122,9 +101,8 @@ bool CudaBackend::gemv_suits(int64_t M, int64_t K, const Tensor& w) {
          reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0;
 }
 
-void CudaBackend::gemv_bf16(const float* x, const __nv_bfloat16* xb, int64_t M, int64_t K,
-                            std::span<const GemvOutput> outputs) {
-  static_assert(kGemvF32Rows == 2, "f32_x_kernel has kernels for 1 and 2 rows");
+void CudaBackend::gemv_bf16(const float* x, int64_t M, int64_t K, std::span<const GemvOutput> outputs) {
+  static_assert(kGemvMaxRows == 2, "gemv_bf16 has kernels for 1 and 2 rows");
   for (size_t first = 0; first < outputs.size(); first += kGemvOutputs) {
     GemvLaunch args{};
     args.count = int(std::min<size_t>(kGemvOutputs, outputs.size() - first));
@@ -135,12 +113,7 @@ void CudaBackend::gemv_bf16(const float* x, const __nv_bfloat16* xb, int64_t M, 
       args.first_block[i + 1] = args.first_block[i] + (n + kGemvWarps - 1) / kGemvWarps;
     }
     const dim3 grid(unsigned(args.first_block[args.count])), block(32 * kGemvWarps);
-    // Eight rows of x at a time (the accumulators stay in registers).
-    for (int64_t m0 = 0; m0 < M; m0 += 8) {
-      const int64_t rows = std::min<int64_t>(8, M - m0);
-      if (xb) launch("matmul: gemv", rounded_x_kernel(rows), grid, block, 0, args, xb, K, m0);
-      else launch("matmul: gemv", f32_x_kernel(rows), grid, block, 0, args, x, K, m0);
-    }
+    launch("matmul: gemv", M == 1 ? gemv_bf16_kernel<1> : gemv_bf16_kernel<2>, grid, block, 0, args, x, K);
   }
 }
 

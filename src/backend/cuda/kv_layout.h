@@ -70,6 +70,21 @@ __device__ __forceinline__ RowRef row_ref(const KvLayout& l, unsigned char* cons
   return {table[at / l.block_rows], at % l.block_rows};
 }
 
+// Where one row of a step belongs, for the kernels that take every sequence
+// of a step in one launch (staged by CudaBackend::stage_rows): its
+// sequence's block table and view (KvView's row_offset, first_position) and
+// the row's position.
+struct KvRowRef {
+  unsigned char* const* table;
+  int64_t row_offset, first_position, position;
+};
+
+// View row j of the sequence `s` refers to (the layout gives the format only).
+__device__ __forceinline__ RowRef row_ref(const KvLayout& l, const KvRowRef& s, int64_t j) {
+  const int64_t at = s.row_offset + j;
+  return {s.table[at / l.block_rows], at % l.block_rows};
+}
+
 __device__ __forceinline__ unsigned char* row_ptr(const KvLayout& l, RowRef ref, int v, int64_t h) {
   return ref.block + l.rows_base[v] + (h * l.block_rows + ref.r) * l.row_bytes[v];
 }
