@@ -383,16 +383,18 @@ int64_t MemoryContract::runtime_bytes() const {
     // What the CUDA backend and the KV pool keep whatever the work: cuBLAS's
     // workspace; the pool's last slab, partly used; and the step arena. A
     // recorded step (decode, ≤ 16 rows) takes its tensors and staged host
-    // data (ids, RoPE rows, each layer's block tables up to the model's
-    // longest context) from a chunk sized for the last step with a quarter
-    // to spare; a step that overflows it takes a second chunk, and a chunk
-    // an earlier step's tensor still holds stays: three chunks at most.
+    // data (ids, RoPE rows; per layer, its KV write's and its attention's
+    // block tables, one per sequence up to the model's longest context, and
+    // a 32-byte ref per row) from a chunk sized for the last step with a
+    // quarter to spare; a step that overflows it takes a second chunk, and a
+    // chunk an earlier step's tensor still holds stays: three chunks at most.
     const ModelConfig& c = in_.config;
     const int64_t rows = Model::kReplayableStepRows, longest = std::max<int64_t>(1, c.max_position_embeddings);
     int64_t max_hd = 1;
     for (int64_t i = 0; i < c.num_layers; ++i) max_hd = std::max(max_hd, c.head_dim_of(i));
     const int64_t step = transient_parts(rows, 1).first;
-    const int64_t stage = rows * c.num_layers * (longest / kv_min_block_rows() + 2) * 8 + rows * (4 + 4 * max_hd * 4);
+    const int64_t stage =
+        2 * rows * c.num_layers * ((longest / kv_min_block_rows() + 2) * 8 + 32) + rows * (4 + 4 * max_hd * 4);
     const int64_t chunk = cm::aligned(std::max(cm::kArenaTensorBytes, step + step / 4)) +
                           cm::aligned(std::max(cm::kArenaStageBytes, stage + stage / 4));
     return cm::kCublasWorkspaceBytes + kKvSlabBytes + 3 * chunk;

@@ -206,9 +206,9 @@ TEST_P(OpSuite, Matmul) {
   };
   // Odd K and N (vector tails), M = 1 (decode) and a larger prefill-like M;
   // decode-sized M (≤ 16) with K % 8 == 0 over long and short rows (a
-  // device's GEMV for 1 and 2 rows: its unrolled loop, its tail).
+  // device's GEMV for one row: its unrolled loop, its tail).
   for (const Shape s : {Shape{1, 64, 48}, Shape{7, 33, 5}, Shape{33, 200, 70}, Shape{1, 1063, 23}, Shape{40, 96, 129},
-                        Shape{2, 1344, 37}, Shape{3, 1344, 37}, Shape{12, 1032, 9}, Shape{2, 2056, 17}})
+                        Shape{1, 1344, 37}, Shape{3, 1344, 37}, Shape{12, 1032, 9}, Shape{1, 2056, 17}})
     for (DType wdt : {DType::f32, DType::bf16})
       for (bool with_bias : {false, true})
         for (bool bf16_inputs : {false, true}) {
@@ -263,7 +263,7 @@ TEST_P(OpSuite, MatmulShared) {
 TEST_P(OpSuite, MatmulSharedBf16Outputs) {
   SCOPED_TRACE(seed_note());
   // Every output bf16 and K % 8 == 0: a device's decode GEMV takes them
-  // together up to 2 rows (five outputs: more than one launch holds); rows
+  // together for one row (five outputs: more than one launch holds); rows
   // from 1 to 16.
   const int64_t k = 264;
   const int64_t widths[] = {48, 17, 33, 8, 70};

@@ -296,7 +296,7 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
   for (const MatmulTarget& t : targets)
     if (by_gemv(t)) gemv.push_back({t.w, t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>()});
   // bf16 compute rounds x once: bf16 products, f32 sums (cuBLAS with f32
-  // compute); the GEMV rounds its rows itself.
+  // compute); the GEMV rounds its row itself.
   __nv_bfloat16* xb = nullptr;
   float* x_rounded = nullptr;
   if (bf16_inputs && gemv.size() < targets.size()) {
@@ -307,7 +307,7 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
     if (f32_weights) x_rounded = reinterpret_cast<float*>(xb + ((M * K + 1) / 2) * 2);
     launch("matmul: round x to bf16", round_to_bf16, blocks_for(M * K), 256, 0, x.data<float>(), M * K, xb, x_rounded);
   }
-  if (!gemv.empty()) gemv_bf16(x.data<float>(), M, K, gemv);
+  if (!gemv.empty()) gemv_bf16(x.data<float>(), K, gemv);
   for (const MatmulTarget& t : targets) {
     if (by_gemv(t)) continue;
     const int64_t N = t.w->dim(0);

@@ -160,19 +160,19 @@ class CudaBackend final : public Backend {
     run(stream());
     if (sync_ops_) check_cuda(cudaStreamSynchronize(stream()), "wait for the stream");
   }
-  // Decode's bf16 matmuls (gemv.cu): y[M, N] (+ bias) = x[M, K] · w[N, K]ᵀ
+  // Decode's bf16 matmuls of one row (gemv.cu): y[N] (+ bias) = w[N, K] · x[K]
   // with bf16 products for each output, all outputs in one launch, x read as
-  // f32 and rounded on the way. Up to kGemvMaxRows rows: from 3 rows on,
-  // cuBLAS's GEMM takes less time (8B, measured: 3 rows 394 against 378
-  // tok/s, 4 rows 513 against 390, 8 rows 842 against 625).
-  static constexpr int64_t kGemvMaxRows = 2;
+  // f32 and rounded on the way. From 2 rows on cuBLAS's GEMM takes less time
+  // (8B, a whole step: 2 rows on the GEMV 6.62 ms, 3 rows on cuBLAS 6.31;
+  // 8 rows 842 against 625 tok/s).
+  static constexpr int64_t kGemvMaxRows = 1;
   struct GemvOutput {
     const Tensor* w;
     const float* bias;  // or null
     float* y;
   };
   static bool gemv_suits(int64_t M, int64_t K, const Tensor& w);
-  void gemv_bf16(const float* x, int64_t M, int64_t K, std::span<const GemvOutput> outputs);
+  void gemv_bf16(const float* x, int64_t K, std::span<const GemvOutput> outputs);
   // Counted device memory that stays until its tensor lets go.
   Tensor allocate(std::vector<int64_t> shape, DType dtype);
   // dst ← src, bytes of device memory (now, or recorded).

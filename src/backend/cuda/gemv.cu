@@ -1,5 +1,5 @@
-// Decode's matmuls: y[M, N] = x[M, K] · w[N, K]ᵀ for a few rows of x and bf16
-// weights, reading each weight byte once at the memory's pace. cuBLAS's GEMM
+// Decode's matmuls: y[N] = w[N, K] · x[K] for one row of x and bf16 weights,
+// reading each weight byte once at the memory's pace. cuBLAS's GEMM
 // for one row does not come close (see bench/RESULTS.md). The outputs of one
 // x (q/k/v, gate/up) go in one launch: a decode step is a chain of small
 // kernels, and each launch removed is a few microseconds of it.
@@ -29,7 +29,7 @@ struct GemvLaunch {
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-// x's 8 values at chunk c of an f32 row, rounded to bf16 as the bf16
+// x's 8 values at chunk c, rounded to bf16 as the bf16
 // products see them (no separate rounding pass).
 __device__ __forceinline__ void load_x8(const float* row, int64_t c, float out[8]) {
   const float4 a = __ldg(reinterpret_cast<const float4*>(row) + 2 * c);
@@ -41,7 +41,6 @@ __device__ __forceinline__ void load_x8(const float* row, int64_t c, float out[8
 
 // One warp per output column n; lane l reads 8 consecutive weights at k =
 // 8·l + 256·j. K % 8 == 0 and rows 16-byte aligned (checked by the caller).
-template <int M>
 __global__ void gemv_bf16_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t K) {
   GemvOutputArgs o = launch.out[0];
   int64_t first = 0;
@@ -53,9 +52,7 @@ __global__ void gemv_bf16_kernel(GemvLaunch launch, const float* __restrict__ x,
   if (n >= o.n) return;
   const uint4* wr = o.w + n * (K / 8);
   const int64_t chunks = K / 8;  // 16-byte chunks per weight row
-  float acc[M];
-#pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+  float acc = 0.0f;
   int64_t c = lane;
   for (; c + 32 * (kGemvUnroll - 1) < chunks; c += 32 * kGemvUnroll) {
     uint4 wv[kGemvUnroll];
@@ -63,35 +60,22 @@ __global__ void gemv_bf16_kernel(GemvLaunch launch, const float* __restrict__ x,
     for (int u = 0; u < kGemvUnroll; ++u) wv[u] = __ldg(wr + c + 32 * u);
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; ++u) {
-      float wf[8];
+      float wf[8], xf[8];
       widen_bf16x8(wv[u], wf);
+      load_x8(x, c + 32 * u, xf);
 #pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float xf[8];
-        load_x8(x + m * K, c + 32 * u, xf);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[m] = fmaf(wf[i], xf[i], acc[m]);
-      }
+      for (int i = 0; i < 8; ++i) acc = fmaf(wf[i], xf[i], acc);
     }
   }
   for (; c < chunks; c += 32) {
-    float wf[8];
+    float wf[8], xf[8];
     widen_bf16x8(__ldg(wr + c), wf);
+    load_x8(x, c, xf);
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float xf[8];
-      load_x8(x + m * K, c, xf);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc[m] = fmaf(wf[i], xf[i], acc[m]);
-    }
+    for (int i = 0; i < 8; ++i) acc = fmaf(wf[i], xf[i], acc);
   }
-  float* y = o.y;
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    float v = acc[m];
-    for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-    if (lane == 0) y[m * o.n + n] = v + (o.bias ? o.bias[n] : 0.0f);
-  }
+  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  if (lane == 0) o.y[n] = acc + (o.bias ? o.bias[n] : 0.0f);
 }
 
 }  // namespace
@@ -101,8 +85,7 @@ bool CudaBackend::gemv_suits(int64_t M, int64_t K, const Tensor& w) {
          reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0;
 }
 
-void CudaBackend::gemv_bf16(const float* x, int64_t M, int64_t K, std::span<const GemvOutput> outputs) {
-  static_assert(kGemvMaxRows == 2, "gemv_bf16 has kernels for 1 and 2 rows");
+void CudaBackend::gemv_bf16(const float* x, int64_t K, std::span<const GemvOutput> outputs) {
   for (size_t first = 0; first < outputs.size(); first += kGemvOutputs) {
     GemvLaunch args{};
     args.count = int(std::min<size_t>(kGemvOutputs, outputs.size() - first));
@@ -113,7 +96,7 @@ void CudaBackend::gemv_bf16(const float* x, int64_t M, int64_t K, std::span<cons
       args.first_block[i + 1] = args.first_block[i] + (n + kGemvWarps - 1) / kGemvWarps;
     }
     const dim3 grid(unsigned(args.first_block[args.count])), block(32 * kGemvWarps);
-    launch("matmul: gemv", M == 1 ? gemv_bf16_kernel<1> : gemv_bf16_kernel<2>, grid, block, 0, args, x, K);
+    launch("matmul: gemv", gemv_bf16_kernel, grid, block, 0, args, x, K);
   }
 }
 
