@@ -164,6 +164,16 @@ void Backend::attention(const Tensor& q, std::span<const KvSegment> segments, co
   attention_impl(q, segments, p, out);
 }
 
+void Backend::attend_each_segment(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
+                                  Tensor& out, const ViewAttention& attend) {
+  for (const KvSegment& s : segments) {
+    AttentionParams at = p;
+    at.first_position = s.first_position;
+    Tensor rows = out.slice_rows(s.row, s.row + s.rows);
+    attend(q.slice_rows(s.row, s.row + s.rows), s.kv, at, rows);
+  }
+}
+
 }  // namespace fathom
 
 namespace fathom {

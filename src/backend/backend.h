@@ -212,6 +212,11 @@ class Backend {
   virtual void embedding_impl(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out) = 0;
   virtual void attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
                               Tensor& out) = 0;
+  // For a backend that attends sequence by sequence: attend(q's rows, the
+  // view, p at the segment's first position, out's rows) per segment.
+  using ViewAttention = std::function<void(const Tensor&, const KvView&, const AttentionParams&, Tensor&)>;
+  static void attend_each_segment(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
+                                  Tensor& out, const ViewAttention& attend);
   virtual void kv_write_impl(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v) = 0;
   virtual void kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) = 0;
   virtual Tensor empty_impl(std::vector<int64_t> shape, DType dtype) = 0;

@@ -145,12 +145,8 @@ const HadamardRotation& CpuBackend::rotation(const KvView& kv) {
 
 void CpuBackend::attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
                                 Tensor& out) {
-  for (const KvSegment& s : segments) {
-    AttentionParams at = p;
-    at.first_position = s.first_position;
-    Tensor rows = out.slice_rows(s.row, s.row + s.rows);
-    attend_view(q.slice_rows(s.row, s.row + s.rows), s.kv, at, rows);
-  }
+  attend_each_segment(q, segments, p, out, [this](const Tensor& qs, const KvView& kv, const AttentionParams& at,
+                                                  Tensor& rows) { attend_view(qs, kv, at, rows); });
 }
 
 void CpuBackend::attend_view(const Tensor& q_in, const KvView& kv, const AttentionParams& p, Tensor& out) {

@@ -644,12 +644,8 @@ void CudaBackend::attention_impl(const Tensor& q, std::span<const KvSegment> seg
   if (q.dim(0) == 0) return;
   check(q.dim(2) <= kMaxHeadDim, "attention on cuda: head_dim ", q.dim(2), " above ", kMaxHeadDim);
   if (decode_kernel_takes(q, segments)) return attention_decode(q, segments, p, out);
-  for (const KvSegment& s : segments) {
-    AttentionParams at = p;
-    at.first_position = s.first_position;
-    Tensor rows = out.slice_rows(s.row, s.row + s.rows);
-    attend_view(q.slice_rows(s.row, s.row + s.rows), s.kv, at, rows);
-  }
+  attend_each_segment(q, segments, p, out, [this](const Tensor& qs, const KvView& kv, const AttentionParams& at,
+                                                  Tensor& rows) { attend_view(qs, kv, at, rows); });
 }
 
 void CudaBackend::attend_view(const Tensor& q_in, const KvView& kv, const AttentionParams& p, Tensor& out) {
