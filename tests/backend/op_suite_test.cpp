@@ -1240,16 +1240,19 @@ TEST_P(OpSuite, AttentionBf16DecodeRows) {
 }
 
 // Prefill rows in bf16 compute over bf16 rows (a device's tensor cores):
-// head dims 64 and 128, query groups of 1 to 16 (a block of query rows
-// holding parts of a token's heads; a 3-row step whose group is too large
-// for a device's decode kernel), rows not filling a block, a sliding
-// window, and a short chunk after a long prompt (keys split).
+// head dims 64 to 256, query groups of 1 to 16 (a block of query rows
+// holding parts of a token's heads; decode rows whose group a device's
+// decode kernel spreads over several blocks, the last one part full), rows
+// not filling a block, a sliding window, and a short chunk after a long
+// prompt (keys split).
 TEST_P(OpSuite, AttentionBf16Inputs) {
   SCOPED_TRACE(seed_note());
   check_attention({LayerCodec{}, DType::bf16, 8, 2, 128, std::nullopt, {300, 40, 1, 17}, 0.0, true});
   check_attention({LayerCodec{}, DType::bf16, 16, 1, 64, std::nullopt, {100, 70, 3}, 0.0, true});
   check_attention({LayerCodec{}, DType::bf16, 4, 4, 128, 100, {64, 64, 64, 64, 20, 1}, 0.0, true});
   check_attention({LayerCodec{}, DType::bf16, 8, 2, 64, std::nullopt, {1200, 24}, 0.0, true});
+  check_attention({LayerCodec{}, DType::bf16, 12, 2, 128, std::nullopt, {90, 1, 3}, 0.0, true});
+  check_attention({LayerCodec{}, DType::bf16, 6, 2, 256, 50, {30, 30, 30, 1, 2, 1}, 0.0, true});
 }
 
 TEST_P(OpSuite, AttentionSlidingWindow) {
