@@ -446,6 +446,7 @@ attention_decode_bf16_kernel(KvLayout l, const KvRowRef* refs, const float* q, i
 #pragma unroll
       for (int c = 0; c < 8; ++c) acc[h][c] *= correction;
     }
+    // The values: plain rows of K and V are laid out alike, rows_base apart.
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) w[i] = *reinterpret_cast<const uint4*>(at[i] + l.rows_base[1]);
 #pragma unroll
