@@ -4,8 +4,9 @@
 import json, sys
 r = json.loads(sys.stdin.read())
 g = r.get("step_graphs", {})
-print("decode %.1f tok/s; per replayed step: host %.3f ms, gpu %.3f ms" %
-      (r["decode_tok_s"], g.get("host_ms_per_replay", 0), g.get("gpu_ms_per_replay", 0)))
+print("decode %.1f tok/s; per replayed step: host %.3f ms (%.3f before the GPU starts), gpu %.3f ms" %
+      (r["decode_tok_s"], g.get("host_ms_per_replay", 0), g.get("lead_ms_per_replay", 0),
+       g.get("gpu_ms_per_replay", 0)))
 c = r.get("step_graph_costs")
 if c:
     print("graph alone %.3f ms; without each kernel:" % c["whole_ms"])

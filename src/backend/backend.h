@@ -62,10 +62,10 @@ class Backend {
   // and kernel nodes updated for a replay. All zero where steps run as called.
   struct StepReplays {
     int64_t replays = 0, captures = 0, updated_nodes = 0;
-    // Of the replayed steps: the host's time from the step's start to its
-    // graph's launch (recording the ops, updating nodes), and the GPU's time
-    // running the graph.
-    double host_seconds = 0.0, gpu_seconds = 0.0;
+    // Of the replayed steps: the host's time from the step's start to the
+    // launch of its first graph (the GPU waits for it) and of its last
+    // (recording the ops, updating nodes), and the GPU's time running them.
+    double lead_seconds = 0.0, host_seconds = 0.0, gpu_seconds = 0.0;
   };
   virtual StepReplays step_replays() const { return {}; }
   // What each kernel costs inside the last replayed step's graph: the graph

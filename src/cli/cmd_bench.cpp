@@ -217,6 +217,7 @@ Command add_bench_command(CLI::App& app) {
       out["step_graphs"] = {{"replays", r.replays},
                             {"captures", r.captures},
                             {"updated_nodes", r.updated_nodes},
+                            {"lead_ms_per_replay", r.replays ? r.lead_seconds * 1e3 / double(r.replays) : 0.0},
                             {"host_ms_per_replay", r.replays ? r.host_seconds * 1e3 / double(r.replays) : 0.0},
                             {"gpu_ms_per_replay", r.replays ? r.gpu_seconds * 1e3 / double(r.replays) : 0.0}};
     if (!graph_costs.kernels.empty()) {

@@ -1283,6 +1283,25 @@ TEST_P(OpSuite, AttentionTurbo) {
                    kTurboK3V4ReadTolerance});
 }
 
+// Decode and verify rows over coded rows after prompts long enough to split
+// the keys (a device's decode kernel unpacks the codes in registers): affine
+// at every width (2, 3, 6 bits pack 8 values in bytes that are not a power
+// of two), groups of 32 to 128, TurboQuant with different K and V widths,
+// head dims 64 to 256, query groups of 1 to 6, a sliding window.
+TEST_P(OpSuite, AttentionCodedDecodeRows) {
+  SCOPED_TRACE(seed_note());
+  using K = LayerCodec::Kind;
+  check_attention({LayerCodec{K::affine, 4, 32}, DType::f32, 8, 2, 128, std::nullopt, {300, 1, 16, 3},
+                   kAffine4ReadTolerance});
+  check_attention({LayerCodec{K::affine, 8, 128}, DType::f32, 4, 4, 128, std::nullopt, {200, 1, 2},
+                   kAffine8ReadTolerance});
+  check_attention({LayerCodec{K::affine, 6, 64}, DType::f32, 12, 2, 64, std::nullopt, {150, 1, 5}, 0.05});
+  check_attention({LayerCodec{K::affine, 3, 32}, DType::f32, 8, 1, 64, std::nullopt, {400, 1}, 0.3});
+  check_attention({LayerCodec{K::affine, 2, 64}, DType::f32, 4, 2, 256, 50, {60, 60, 60, 60, 1, 2}, 0.6});
+  check_attention({LayerCodec{K::turbo, 16, 64, 4, 2}, DType::f32, 8, 1, 128, std::nullopt, {300, 1, 5}, 0.5});
+  check_attention({LayerCodec{K::turbo, 16, 64, 2, 3}, DType::f32, 6, 2, 256, std::nullopt, {100, 1}, 0.5});
+}
+
 // Every step claims each sequence's rows, writes all of them with one
 // kv_write and attends with one attention; each segment's output must be
 // that sequence's own attention over its rows (the reference in double).

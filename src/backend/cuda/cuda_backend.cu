@@ -147,12 +147,43 @@ Tensor CudaBackend::upload_impl(const Tensor& host) {
   return t;
 }
 
+namespace {
+
+struct PinnedBuffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+  ~PinnedBuffer() {
+    if (data) cudaFreeHost(data);
+  }
+};
+
+}  // namespace
+
+Tensor CudaBackend::pinned_host_tensor(std::vector<int64_t> shape, DType dtype) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const size_t bytes = std::max<size_t>(size_t(n) * dtype_size(dtype), 1);
+  std::shared_ptr<void>* free_one = nullptr;
+  for (auto& b : pinned_downloads_)
+    if (b.use_count() == 1 && static_cast<PinnedBuffer*>(b.get())->bytes >= bytes) free_one = &b;
+  if (!free_one) {
+    if (pinned_downloads_.size() >= kPinnedDownloads) return Tensor::empty(std::move(shape), dtype);
+    auto b = std::make_shared<PinnedBuffer>();
+    check_cuda(cudaMallocHost(&b->data, bytes), "allocate pinned memory for a download");
+    b->bytes = bytes;
+    free_one = &pinned_downloads_.emplace_back(std::move(b));
+  }
+  void* data = static_cast<PinnedBuffer*>(free_one->get())->data;
+  return Tensor::borrow(data, std::move(shape), dtype, std::shared_ptr<const void>(*free_one, data));
+}
+
 Tensor CudaBackend::download_impl(const Tensor& t) {
-  Tensor host = Tensor::empty(t.shape(), t.dtype());
   if (recorder_) {  // filled once the step has run
+    Tensor host = pinned_host_tensor(t.shape(), t.dtype());
     pending_downloads_.emplace_back(host, t.raw());
     return host;
   }
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
   if (t.nbytes())
     check_cuda(cudaMemcpyAsync(host.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream), "download");
   check_cuda(cudaStreamSynchronize(ctx_->stream), "wait for the stream");
@@ -172,9 +203,11 @@ void CudaBackend::device_copy(void* dst, const void* src, size_t bytes) {
 
 Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
   if (!graphs_enabled_ || recorder_) return step();
-  const auto started = std::chrono::steady_clock::now();
+  pieces_ = StepPieces{};
+  pieces_.started = std::chrono::steady_clock::now();
   arena_.begin();
   step_recorder_.begin();
+  graphs_.begin_step();
   recorder_ = &step_recorder_;
   ctx_->recording = true;
   auto finish = [this] {
@@ -185,23 +218,15 @@ Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
     ctx_->deferred_frees.clear();
   };
   Tensor result;
-  bool replayed = false;
   double host_seconds = 0.0;
   try {
     result = step();
-    arena_.flush(ctx_->stream);
-    try {
-      check_cuda(cudaEventRecord(ctx_->graph_start, ctx_->stream), "record a timing event");
-      replayed = graphs_.run(recorder_->calls(), ctx_->stream);
-      check_cuda(cudaEventRecord(ctx_->graph_end, ctx_->stream), "record a timing event");
-      host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    } catch (const Error& e) {
-      // A step that cannot be captured still runs, and so do later ones.
-      std::fprintf(stderr, "fathom: cuda graphs are off from here on: %s\n", e.what());
-      graphs_enabled_ = false;
-      StepGraphCache::run_eagerly(recorder_->calls(), ctx_->stream);
-    }
+    launch_piece();
+    if (pieces_.launched) check_cuda(cudaEventRecord(ctx_->graph_end, ctx_->stream), "record a timing event");
+    host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - pieces_.started).count();
   } catch (...) {
+    // Pieces already launched run to their end; what they wrote belongs to
+    // rows the failed step claimed.
     pending_downloads_.clear();
     finish();
     throw;
@@ -209,14 +234,40 @@ Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
   finish();
   for (auto& [host, src] : pending_downloads_)
     check_cuda(cudaMemcpyAsync(host.raw(), src, host.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream), "download");
+  float gpu_ms = -1.0f;
   if (!pending_downloads_.empty()) {
     check_cuda(cudaStreamSynchronize(ctx_->stream), "wait for the stream");
-    float gpu_ms = 0.0f;
-    if (replayed && cudaEventElapsedTime(&gpu_ms, ctx_->graph_start, ctx_->graph_end) == cudaSuccess)
-      graphs_.add_times(host_seconds, gpu_ms * 1e-3);
+    if (pieces_.launched && cudaEventElapsedTime(&gpu_ms, ctx_->graph_start, ctx_->graph_end) != cudaSuccess)
+      gpu_ms = -1.0f;
   }
   pending_downloads_.clear();
+  graphs_.count_step(pieces_.lead_seconds, host_seconds, gpu_ms < 0.0f ? -1.0 : gpu_ms * 1e-3);
   return result;
+}
+
+void CudaBackend::launch_piece() {
+  const size_t end = recorder_->size();
+  if (end == pieces_.start) return;
+  arena_.flush(ctx_->stream);  // what the piece's calls staged
+  if (pieces_.launched == 0) {
+    check_cuda(cudaEventRecord(ctx_->graph_start, ctx_->stream), "record a timing event");
+    pieces_.lead_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - pieces_.started).count();
+  }
+  const std::span<RecordedCall> calls = recorder_->range(pieces_.start, end);
+  pieces_.start = end;
+  pieces_.length *= 2;
+  ++pieces_.launched;
+  if (graphs_enabled_) {
+    try {
+      graphs_.run(calls, ctx_->stream);
+      return;
+    } catch (const Error& e) {
+      // A step that cannot be captured still runs, and so do later ones.
+      std::fprintf(stderr, "fathom: cuda graphs are off from here on: %s\n", e.what());
+      graphs_enabled_ = false;
+    }
+  }
+  graphs_.run_eagerly(calls, ctx_->stream);
 }
 
 void* CudaBackend::scratch(int slot, size_t bytes) {

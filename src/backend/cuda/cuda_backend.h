@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -148,7 +149,10 @@ class CudaBackend final : public Backend {
   template <typename... Params>
   void launch(const char* op, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
               std::type_identity_t<Params>... args) {
-    if (recorder_) return recorder_->kernel(kernel, grid, block, shared_bytes, args...);
+    if (recorder_) {
+      recorder_->kernel(kernel, grid, block, shared_bytes, args...);
+      return piece_recorded();
+    }
     kernel<<<grid, block, shared_bytes, stream()>>>(args...);
     check_launch(op);
     if (sync_ops_) check_cuda(cudaStreamSynchronize(stream()), op);
@@ -156,7 +160,10 @@ class CudaBackend final : public Backend {
   // Enqueues work that is not one of our kernels (cuBLAS, a copy) now, or
   // records it; `signature` holds everything the work depends on.
   void enqueue(std::vector<uint64_t> signature, std::function<void(cudaStream_t)> run) {
-    if (recorder_) return recorder_->opaque(std::move(signature), std::move(run));
+    if (recorder_) {
+      recorder_->opaque(std::move(signature), std::move(run));
+      return piece_recorded();
+    }
     run(stream());
     if (sync_ops_) check_cuda(cudaStreamSynchronize(stream()), "wait for the stream");
   }
@@ -173,8 +180,29 @@ class CudaBackend final : public Backend {
   };
   static bool gemv_suits(int64_t M, int64_t K, const Tensor& w);
   void gemv_bf16(const float* x, int64_t K, std::span<const GemvOutput> outputs);
+  // A recorded step runs in pieces (step_graph.h): the first of
+  // kFirstPieceCalls calls, each next one twice as long as the one before.
+  static constexpr size_t kFirstPieceCalls = 8;
+  struct StepPieces {
+    std::chrono::steady_clock::time_point started;
+    size_t start = 0, length = kFirstPieceCalls;  // the piece being recorded
+    int launched = 0;
+    double lead_seconds = 0.0;
+  };
+  // After a call is recorded: launches the piece once it is long enough.
+  void piece_recorded() {
+    if (recorder_->size() - pieces_.start >= pieces_.length) launch_piece();
+  }
+  // Runs the calls recorded since the last piece (their staged data copied up first).
+  void launch_piece();
   // Counted device memory that stays until its tensor lets go.
   Tensor allocate(std::vector<int64_t> shape, DType dtype);
+  // Host memory for a recorded step's download (its logits): pinned, so the
+  // copy runs at the bus's pace without passing through the driver's staging
+  // buffers; a buffer is taken again once no tensor holds it. Past
+  // kPinnedDownloads buffers held at once, ordinary host memory.
+  Tensor pinned_host_tensor(std::vector<int64_t> shape, DType dtype);
+  static constexpr size_t kPinnedDownloads = 8;
   // dst ← src, bytes of device memory (now, or recorded).
   void device_copy(void* dst, const void* src, size_t bytes);
 
@@ -186,10 +214,12 @@ class CudaBackend final : public Backend {
   bool gemv_enabled_ = true, sync_ops_ = false;
   StepRecorder* recorder_ = nullptr;  // &step_recorder_ while a step is recorded
   StepRecorder step_recorder_;
+  StepPieces pieces_;
   StepArena arena_;
   StepGraphCache graphs_;
   Tensor workspace_;
   std::vector<std::pair<Tensor, const void*>> pending_downloads_;  // host tensor, device source
+  std::vector<std::shared_ptr<void>> pinned_downloads_;           // PinnedBuffers (cuda_backend.cu)
   std::map<int, Tensor> buffers_;
   std::vector<void*> staged_tables_;    // stage_rows' host side, reused
   std::vector<KvRowRef> staged_rows_;

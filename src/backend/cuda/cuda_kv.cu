@@ -315,11 +315,12 @@ attention_tiled_kernel(KvLayout l, unsigned char* const* table, const float* q, 
   }
 }
 
-// Decode rows over plain bf16 rows, the common case, every sequence of a
-// step in one launch (query row r attends over its sequence's rows, refs[r]).
-// A block per (query row, kv head, up to G of that head's query heads,
-// split); each of its warps takes kKeys keys a pass. A key or value row is
-// read by D / 8 lanes, 16 bytes each, so that one load of the warp takes
+// Decode rows over plain bf16 or coded rows, every sequence of a step in one
+// launch (query row r attends over its sequence's rows, refs[r]). A block per
+// (query row, kv head, up to G of that head's query heads, split); each of
+// its warps takes kKeys keys a pass. A key or value row is read by D / 8
+// lanes, each taking 8 consecutive values (16 bytes of bf16, or `bits` bytes
+// of codes with the row's parameters), so that one load of the warp takes
 // whole rows, coalesced; every key load of a pass is issued before any is
 // used, and every value load likewise. Each lane holds its 8 dims of the
 // queries in registers; a key's partial dot products meet through a
@@ -328,27 +329,114 @@ attention_tiled_kernel(KvLayout l, unsigned char* const* table, const float* q, 
 // layout. (It replaced a kernel that gave each lane a whole key row, read the
 // queries from shared memory and loaded value rows under a branch per row:
 // on the H200, one 8B-shape layer 29.5 → 7.2 µs at 512 keys, 57.8 → 14.6 µs
-// at 8,192.)
+// at 8,192; coded rows went through the per-view fallback, 2.4-3.4× slower
+// than bf16 rows at 8,192.)
 constexpr int kDecodeWarps = 4;
 constexpr int64_t kDecodeMaxRows = 16;  // query rows a step may have to take it (decode and verify rows)
 
-template <int D>
+template <int D, bool kCoded>
 struct DecodeShape {
   static constexpr int kLanesPerRow = D / 8, kRowsPerLoad = 32 / kLanesPerRow;
-  static constexpr int kLoads = D == 128 ? 16 : 8;  // loads per lane and pass, as registers allow
+  // Loads per lane and pass, as registers allow (a coded load carries its row's parameters too).
+  static constexpr int kLoads = D == 128 && !kCoded ? 16 : 8;
   static constexpr int kKeys = kLoads * kRowsPerLoad;  // a warp's keys per pass
   static_assert(kLoads <= kLanesPerRow, "the reduce-scatter leaves each key in at least one lane");
 };
 
-template <int D, int G>
+// How the decode kernel reads one lane's 8 values of a row: `locate` finds
+// the lane's slice of key row r (of kv head g) in a block, `load` reads K's
+// (v = 0) or V's slice into 16 bytes of registers, `widen` turns them into
+// f32 values. Plain bf16 rows: K and V rows lie alike, rows_base apart.
+struct PlainBf16Rows {
+  static constexpr bool kCoded = false;
+  struct Slice {
+    const unsigned char* at;  // the K slice
+  };
+  __device__ static Slice locate(const KvLayout& l, const unsigned char* block, int64_t r, int64_t g, int part) {
+    return {block + (g * l.block_rows + r) * l.row_bytes[0] + 16 * part};
+  }
+  __device__ static uint4 load(const KvLayout& l, Slice s, int v, int) {
+    return *reinterpret_cast<const uint4*>(s.at + l.rows_base[v]);
+  }
+  __device__ static void widen(const KvLayout&, const uint4& w, int, const float*, float out[8]) {
+    widen_bf16x8(w, out);
+  }
+};
+
+// `bits` bytes of codes: values 8·part .. 8·part + 7 of a row, packed from
+// the lowest bit up (a row starts 8-byte aligned: D · bits / 8 is a multiple of 8).
+__device__ __forceinline__ unsigned long long load_codes(const unsigned char* p, int bits) {
+  switch (bits) {
+    case 8: return *reinterpret_cast<const unsigned long long*>(p);
+    case 4: return *reinterpret_cast<const uint32_t*>(p);
+    case 2: return *reinterpret_cast<const uint16_t*>(p);
+    case 6: {
+      const auto* h = reinterpret_cast<const uint16_t*>(p);
+      return h[0] | uint64_t(h[1]) << 16 | uint64_t(h[2]) << 32;
+    }
+    default: return p[0] | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16;  // 3 bits
+  }
+}
+
+// Affine (kCodec 1: value = scale · code + bias, a bf16 pair per group) or
+// codebook rows (2: value = row scale · table[code], in the rotated space).
+// A slice's 16 bytes: the codes, then the scale and bias as they are stored.
+template <int kCodec>
+struct CodedRows {
+  static constexpr bool kCoded = true;
+  struct Slice {
+    const unsigned char* block;
+    int32_t row;  // g · block_rows + r
+  };
+  __device__ static Slice locate(const KvLayout& l, const unsigned char* block, int64_t r, int64_t g, int) {
+    return {block, int32_t(g * l.block_rows + r)};
+  }
+  __device__ static uint4 load(const KvLayout& l, Slice s, int v, int part) {
+    const int bits = l.bits[v];
+    const unsigned long long codes = load_codes(s.block + l.rows_base[v] + s.row * l.row_bytes[v] + bits * part, bits);
+    const unsigned char* params = s.block + l.scales_base[v] + s.row * l.param_bytes;
+    uint4 w;
+    w.x = uint32_t(codes);
+    w.y = uint32_t(codes >> 32);
+    if constexpr (kCodec == 1) {
+      const int at = 2 * (8 * part / l.group);
+      w.z = *reinterpret_cast<const uint16_t*>(params + at);
+      w.w = *reinterpret_cast<const uint16_t*>(s.block + l.biases_base[v] + s.row * l.param_bytes + at);
+    } else {
+      w.z = *reinterpret_cast<const uint32_t*>(params);
+      w.w = 0;
+    }
+    return w;
+  }
+  // tables: the codebooks of K and V, 16 entries each (shared memory).
+  __device__ static void widen(const KvLayout& l, const uint4& w, int v, const float* tables, float out[8]) {
+    const int bits = l.bits[v];
+    const unsigned long long codes = w.x | uint64_t(w.y) << 32;
+    const uint32_t mask = (1u << bits) - 1u;
+    if constexpr (kCodec == 1) {
+      const float scale = __uint_as_float(w.z << 16), bias = __uint_as_float(w.w << 16);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) out[c] = scale * float(uint32_t(codes >> (c * bits)) & mask) + bias;
+    } else {
+      const float scale = __uint_as_float(w.z);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) out[c] = scale * tables[16 * v + (uint32_t(codes >> (c * bits)) & mask)];
+    }
+  }
+};
+
+template <int D, int G, class Rows>
 __global__ void __launch_bounds__(32 * kDecodeWarps)
-attention_decode_bf16_kernel(KvLayout l, const KvRowRef* refs, const float* q, int64_t heads, int64_t kv_heads,
-                             float scale, int64_t window, int64_t splits, int64_t split_len, float* partial) {
-  using S = DecodeShape<D>;
+attention_decode_kernel(KvLayout l, const KvRowRef* refs, const float* q, int64_t heads, int64_t kv_heads,
+                        float scale, int64_t window, int64_t splits, int64_t split_len, float* partial) {
+  using S = DecodeShape<D, Rows::kCoded>;
   constexpr int kLanes = S::kLanesPerRow, kLoads = S::kLoads, kKeys = S::kKeys;
   constexpr int kCopies = kLanes / kLoads;  // lanes left holding each key's score
   __shared__ float warp_m[kDecodeWarps][G], warp_l[kDecodeWarps][G];
   __shared__ float warp_o[kDecodeWarps][G][D];
+  __shared__ float tables[32];
+  if (Rows::kCoded && threadIdx.x < 32) tables[threadIdx.x] = l.table[threadIdx.x / 16][threadIdx.x % 16];
+  if (Rows::kCoded) __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int sub = lane / kLanes, part = lane % kLanes;  // which row of a load; which 8 dims of it
   const int64_t group = heads / kv_heads, chunks = (group + G - 1) / G;
@@ -386,22 +474,22 @@ attention_decode_bf16_kernel(KvLayout l, const KvRowRef* refs, const float* q, i
     // so that no load waits behind a branch.
     const RowRef mine = row_ref(l, seq, min(k0 + lane, hi));
     const auto block = reinterpret_cast<unsigned long long>(mine.block);
-    const unsigned char* at[kLoads];  // load i: key i · kRowsPerLoad + sub, this lane's 16 bytes
+    typename Rows::Slice at[kLoads];  // load i: key i · kRowsPerLoad + sub, this lane's slice
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int key = i * S::kRowsPerLoad + sub;
       const auto* b = reinterpret_cast<const unsigned char*>(__shfl_sync(0xffffffffu, block, key));
       const long long r = __shfl_sync(0xffffffffu, static_cast<long long>(mine.r), key);
-      at[i] = b + (g * l.block_rows + r) * l.row_bytes[0] + 16 * part;
+      at[i] = Rows::locate(l, b, r, g, part);
     }
     uint4 w[kLoads];
 #pragma unroll
-    for (int i = 0; i < kLoads; ++i) w[i] = *reinterpret_cast<const uint4*>(at[i] + l.rows_base[0]);
+    for (int i = 0; i < kLoads; ++i) w[i] = Rows::load(l, at[i], 0, part);
     float s[G][kLoads];
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       float kf[8];
-      widen_bf16x8(w[i], kf);
+      Rows::widen(l, w[i], 0, tables, kf);
 #pragma unroll
       for (int h = 0; h < G; ++h) {
         float a = 0.0f;
@@ -446,13 +534,13 @@ attention_decode_bf16_kernel(KvLayout l, const KvRowRef* refs, const float* q, i
 #pragma unroll
       for (int c = 0; c < 8; ++c) acc[h][c] *= correction;
     }
-    // The values: plain rows of K and V are laid out alike, rows_base apart.
+    // The values.
 #pragma unroll
-    for (int i = 0; i < kLoads; ++i) w[i] = *reinterpret_cast<const uint4*>(at[i] + l.rows_base[1]);
+    for (int i = 0; i < kLoads; ++i) w[i] = Rows::load(l, at[i], 1, part);
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       float vf[8];
-      widen_bf16x8(w[i], vf);
+      Rows::widen(l, w[i], 1, tables, vf);
 #pragma unroll
       for (int h = 0; h < G; ++h) {
         const float weight = __shfl_sync(0xffffffffu, p[h], sub * kLanes + i * kCopies);
@@ -643,19 +731,53 @@ bool CudaBackend::decode_kernel_takes(const Tensor& q, std::span<const KvSegment
   if (segments.empty()) return false;
   const KvFormat& f = segments.front().kv.format;
   const int64_t d = f.head_dim;
-  return f.codec == KvFormat::Codec::plain && f.dtype == DType::bf16 &&
-         (d == 64 || d == 128 || d == 256) && std::all_of(segments.begin(), segments.end(), [&](const KvSegment& s) {
-           return s.kv.format == f && s.rows <= kDecodeMaxRows;
-         });
+  const bool rows_suit = f.codec == KvFormat::Codec::plain ? f.dtype == DType::bf16
+                                                           : f.codec == KvFormat::Codec::codebook || f.group_size % 8 == 0;
+  return rows_suit && (d == 64 || d == 128 || d == 256) &&
+         std::all_of(segments.begin(), segments.end(),
+                     [&](const KvSegment& s) { return s.kv.format == f && s.rows <= kDecodeMaxRows; });
 }
 
-void CudaBackend::attention_decode(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
+namespace {
+
+using DecodeKernel = void (*)(KvLayout, const KvRowRef*, const float*, int64_t, int64_t, float, int64_t, int64_t,
+                              int64_t, float*);
+
+template <class Rows>
+DecodeKernel decode_kernel_for(int64_t d, int64_t g_max) {
+  if (g_max == 2)
+    return d == 64 ? attention_decode_kernel<64, 2, Rows>
+                   : d == 128 ? attention_decode_kernel<128, 2, Rows> : attention_decode_kernel<256, 2, Rows>;
+  return d == 64 ? attention_decode_kernel<64, 4, Rows>
+                 : d == 128 ? attention_decode_kernel<128, 4, Rows> : attention_decode_kernel<256, 4, Rows>;
+}
+
+// A warp's keys per pass of the decode kernel.
+template <bool kCoded>
+int64_t decode_keys(int64_t d) {
+  return d == 64 ? DecodeShape<64, kCoded>::kKeys : d == 128 ? DecodeShape<128, kCoded>::kKeys
+                                                             : DecodeShape<256, kCoded>::kKeys;
+}
+
+}  // namespace
+
+void CudaBackend::attention_decode(const Tensor& q_in, std::span<const KvSegment> segments, const AttentionParams& p,
                                    Tensor& out) {
   const KvView& kv = segments.front().kv;
-  const int64_t t = q.dim(0), heads = q.dim(1), d = kv.head_dim(), rows = t * heads;
+  const int64_t t = q_in.dim(0), heads = q_in.dim(1), d = kv.head_dim(), rows = t * heads;
   KvLayout l = layout_of(kv);
   l.row_offset = l.first_position = l.length = 0;  // each row's come with its ref
   const KvRowRef* refs = stage_rows(segments);
+  const float* q = q_in.data<float>();
+  const float* signs = nullptr;
+  if (kv.format.codec == KvFormat::Codec::codebook) {
+    // Scores in the rotated space (Rq·Rk = q·k); the output is rotated back.
+    signs = rotation_signs(kv);
+    auto* rq = static_cast<float*>(scratch(kRotatedQ, q_in.nbytes()));
+    device_copy(rq, q, q_in.nbytes());
+    launch("attention: rotate q", rotate_rows_kernel, unsigned((rows + 127) / 128), 128, 0, rq, rows, d, signs, false);
+    q = rq;
+  }
   int64_t keys = 0;
   for (const KvSegment& s : segments) keys = std::max(keys, s.kv.length);
   // Two blocks per SM, down to one pass of the warps' keys per split; a
@@ -663,22 +785,22 @@ void CudaBackend::attention_decode(const Tensor& q, std::span<const KvSegment> s
   // query heads take a block per 4 (registers); 1 or 2 take a narrower one.
   const int64_t group = heads / kv.kv_heads(), g_max = group <= 2 ? 2 : 4;
   const int64_t blocks = t * kv.kv_heads() * ((group + g_max - 1) / g_max);
-  const int64_t pass = kDecodeWarps * (d == 128 ? DecodeShape<128>::kKeys
-                                                : d == 64 ? DecodeShape<64>::kKeys : DecodeShape<256>::kKeys);
+  const bool coded = kv.format.codec != KvFormat::Codec::plain;
+  const int64_t pass = kDecodeWarps * (coded ? decode_keys<true>(d) : decode_keys<false>(d));
   const int64_t splits = key_splits(blocks, keys, pass, rows);
   const int64_t split_len = ((keys + splits - 1) / splits + pass - 1) / pass * pass;
   auto* partial = static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float)));
   const dim3 grid{unsigned(blocks), unsigned(splits)};
-  auto kernel = g_max == 2 ? (d == 64    ? attention_decode_bf16_kernel<64, 2>
-                              : d == 128 ? attention_decode_bf16_kernel<128, 2>
-                                         : attention_decode_bf16_kernel<256, 2>)
-                           : (d == 64    ? attention_decode_bf16_kernel<64, 4>
-                              : d == 128 ? attention_decode_bf16_kernel<128, 4>
-                                         : attention_decode_bf16_kernel<256, 4>);
-  launch("attention: decode rows", kernel, grid, 32 * kDecodeWarps, 0, l, refs, q.data<float>(), heads,
-         kv.kv_heads(), p.scale, p.window.value_or(0), splits, split_len, partial);
+  const DecodeKernel kernel = !coded ? decode_kernel_for<PlainBf16Rows>(d, g_max)
+                              : kv.format.codec == KvFormat::Codec::affine ? decode_kernel_for<CodedRows<1>>(d, g_max)
+                                                                           : decode_kernel_for<CodedRows<2>>(d, g_max);
+  launch("attention: decode rows", kernel, grid, 32 * kDecodeWarps, 0, l, refs, q, heads, kv.kv_heads(), p.scale,
+         p.window.value_or(0), splits, split_len, partial);
   launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
          splits, d, out.data<float>());
+  if (signs)
+    launch("attention: rotate the output back", rotate_rows_kernel, unsigned((rows + 127) / 128), 128, 0,
+           out.data<float>(), rows, d, signs, true);
 }
 
 void CudaBackend::attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,

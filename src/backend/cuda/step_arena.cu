@@ -44,7 +44,7 @@ void StepArena::begin() {
     Chunk& c = *chunks_[0];
     // The mirror is rewritten now: the last step's copy out of it must be done.
     check_cuda(cudaEventSynchronize(c.copied), "wait for a step's staging copy");
-    c.tensor_used = c.stage_used = 0;
+    c.tensor_used = c.stage_used = c.stage_flushed = 0;
     return;
   }
   chunks_.clear();
@@ -88,11 +88,13 @@ Tensor StepArena::upload(const Tensor& host) {
 
 void StepArena::flush(cudaStream_t stream) {
   for (const auto& c : chunks_) {
-    if (c->stage_used)
-      check_cuda(cudaMemcpyAsync(static_cast<char*>(c->device.raw()) + c->tensor_bytes, c->pinned, c->stage_used,
-                                 cudaMemcpyHostToDevice, stream),
-                 "copy a step's staged data");
+    if (c->stage_used == c->stage_flushed) continue;
+    const size_t from = c->stage_flushed;
+    check_cuda(cudaMemcpyAsync(static_cast<char*>(c->device.raw()) + c->tensor_bytes + from, c->pinned + from,
+                               c->stage_used - from, cudaMemcpyHostToDevice, stream),
+               "copy a step's staged data");
     check_cuda(cudaEventRecord(c->copied, stream), "record an event");
+    c->stage_flushed = c->stage_used;
   }
 }
 

@@ -4,8 +4,8 @@
 // must get the same ones: the arena hands out memory by bumping offsets from
 // the start of its chunk at each step. Host data an op sends to the device
 // (token ids, block tables, RoPE tables) is written into a pinned mirror of
-// the chunk's staging region and copied up in one transfer before the graph
-// runs. A tensor that outlives its step keeps its chunk alive, and the next
+// the chunk's staging region and copied up before the graph piece that
+// reads it runs (one transfer per piece). A tensor that outlives its step keeps its chunk alive, and the next
 // step starts a fresh chunk rather than overwrite it.
 #include <cuda_runtime.h>
 
@@ -36,7 +36,7 @@ class StepArena {
   void* stage(const void* host, size_t bytes);
   // A step's tensor holding a host tensor's contents (staged as above).
   Tensor upload(const Tensor& host);
-  // Enqueues the copy of this step's staged bytes to the device.
+  // Enqueues the copy of the bytes staged since the last flush to the device.
   void flush(cudaStream_t stream);
 
  private:
@@ -45,7 +45,7 @@ class StepArena {
     char* pinned = nullptr;        // host mirror of the staging region
     cudaEvent_t copied = nullptr;  // the last flush's copy has read the mirror
     size_t tensor_bytes = 0, stage_bytes = 0;
-    size_t tensor_used = 0, stage_used = 0;
+    size_t tensor_used = 0, stage_used = 0, stage_flushed = 0;
     ~Chunk();
   };
   std::shared_ptr<Chunk> new_chunk(size_t tensor_bytes, size_t stage_bytes);

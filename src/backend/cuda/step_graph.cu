@@ -28,7 +28,7 @@ namespace {
 
 // What must match for a graph to be replayed: the sequence of kernels and
 // opaque signatures (kernel arguments and grids may differ: nodes are updated).
-uint64_t shape_key(const std::vector<RecordedCall>& calls) {
+uint64_t shape_key(std::span<const RecordedCall> calls) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
   mix(calls.size());
@@ -39,7 +39,7 @@ uint64_t shape_key(const std::vector<RecordedCall>& calls) {
   return h;
 }
 
-bool same_shape(const std::vector<RecordedCall>& a, const std::vector<RecordedCall>& b) {
+bool same_shape(std::span<const RecordedCall> a, std::span<const RecordedCall> b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i].func != b[i].func || a[i].signature != b[i].signature) return false;
@@ -72,14 +72,18 @@ struct StepGraphCache::Graph {
 StepGraphCache::StepGraphCache() = default;
 StepGraphCache::~StepGraphCache() = default;
 
-void StepGraphCache::run_eagerly(std::vector<RecordedCall>& calls, cudaStream_t stream) {
+void StepGraphCache::run_eagerly(std::span<RecordedCall> calls, cudaStream_t stream) {
+  step_eager_ = true;
   for (RecordedCall& c : calls) launch(c, stream);
 }
 
-bool StepGraphCache::run(std::vector<RecordedCall>& calls, cudaStream_t stream) {
+bool StepGraphCache::run(std::span<RecordedCall> calls, cudaStream_t stream) {
+  const size_t piece = step_.size();
+  if (pieces_.size() <= piece) pieces_.resize(piece + 1);
+  std::vector<std::unique_ptr<Graph>>& graphs = pieces_[piece];
   const uint64_t key = shape_key(calls);
-  for (size_t g = graphs_.size(); g-- > 0;) {
-    Graph& graph = *graphs_[g];
+  for (size_t g = graphs.size(); g-- > 0;) {
+    Graph& graph = *graphs[g];
     if (graph.key != key || !same_shape(graph.calls, calls)) continue;
     for (size_t i = 0; i < calls.size(); ++i) {
       RecordedCall& now = calls[i];
@@ -99,13 +103,26 @@ bool StepGraphCache::run(std::vector<RecordedCall>& calls, cudaStream_t stream) 
       ++counts_.updated_nodes;
     }
     check_cuda(cudaGraphLaunch(graph.exec, stream), "launch a step graph");
-    ++counts_.replays;
+    step_.push_back(&graph);
     // Most recently used last.
-    std::rotate(graphs_.begin() + ptrdiff_t(g), graphs_.begin() + ptrdiff_t(g) + 1, graphs_.end());
+    std::rotate(graphs.begin() + ptrdiff_t(g), graphs.begin() + ptrdiff_t(g) + 1, graphs.end());
     return true;
   }
-  capture(calls, stream, key);
+  step_.push_back(capture(calls, stream, key, graphs));
+  step_captured_ = true;
   return false;
+}
+
+void StepGraphCache::count_step(double lead_seconds, double host_seconds, double gpu_seconds) {
+  if (step_eager_ || step_.empty()) return;
+  if (step_captured_) {
+    ++counts_.captures;
+    return;
+  }
+  ++counts_.replays;
+  counts_.lead_seconds += lead_seconds;
+  counts_.host_seconds += host_seconds;
+  if (gpu_seconds >= 0.0) counts_.gpu_seconds += gpu_seconds;
 }
 
 namespace {
@@ -133,8 +150,10 @@ std::string kernel_name(const void* func) {
 
 Backend::StepGraphCosts StepGraphCache::kernel_costs(cudaStream_t stream, int rounds, int repeats) {
   Backend::StepGraphCosts costs;
-  if (graphs_.empty()) return costs;
-  Graph& graph = *graphs_.back();
+  if (step_.empty() || step_eager_) return costs;
+  auto launch_step = [&] {
+    for (Graph* g : step_) check_cuda(cudaGraphLaunch(g->exec, stream), "launch a step graph");
+  };
   cudaEvent_t start = nullptr, end = nullptr;
   check_cuda(cudaEventCreate(&start), "create a timing event");
   check_cuda(cudaEventCreate(&end), "create a timing event");
@@ -142,7 +161,7 @@ Backend::StepGraphCosts StepGraphCache::kernel_costs(cudaStream_t stream, int ro
     std::vector<float> ms;
     for (int r = 0; r < rounds; ++r) {
       check_cuda(cudaEventRecord(start, stream), "record a timing event");
-      for (int i = 0; i < repeats; ++i) check_cuda(cudaGraphLaunch(graph.exec, stream), "launch a step graph");
+      for (int i = 0; i < repeats; ++i) launch_step();
       check_cuda(cudaEventRecord(end, stream), "record a timing event");
       check_cuda(cudaEventSynchronize(end), "wait for a timing event");
       float elapsed = 0.0f;
@@ -152,18 +171,20 @@ Backend::StepGraphCosts StepGraphCache::kernel_costs(cudaStream_t stream, int ro
     std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
     return double(ms[ms.size() / 2]);
   };
-  check_cuda(cudaGraphLaunch(graph.exec, stream), "launch a step graph");  // warm
+  launch_step();  // warm
   costs.whole_ms = time_ms();
   std::vector<const void*> funcs;
-  for (const RecordedCall& c : graph.calls)
-    if (c.is_kernel() && std::find(funcs.begin(), funcs.end(), c.func) == funcs.end()) funcs.push_back(c.func);
+  for (const Graph* g : step_)
+    for (const RecordedCall& c : g->calls)
+      if (c.is_kernel() && std::find(funcs.begin(), funcs.end(), c.func) == funcs.end()) funcs.push_back(c.func);
   auto enable = [&](const void* func, bool on) {
     int64_t n = 0;
-    for (size_t i = 0; i < graph.calls.size(); ++i) {
-      if (graph.calls[i].func != func) continue;
-      check_cuda(cudaGraphNodeSetEnabled(graph.exec, graph.nodes[i], on ? 1 : 0), "switch a graph node");
-      ++n;
-    }
+    for (Graph* g : step_)
+      for (size_t i = 0; i < g->calls.size(); ++i) {
+        if (g->calls[i].func != func) continue;
+        check_cuda(cudaGraphNodeSetEnabled(g->exec, g->nodes[i], on ? 1 : 0), "switch a graph node");
+        ++n;
+      }
     return n;
   };
   for (const void* func : funcs) {
@@ -175,14 +196,15 @@ Backend::StepGraphCosts StepGraphCache::kernel_costs(cudaStream_t stream, int ro
   }
   // The ablated runs left wrong values behind: the whole step once more puts
   // its results (its KV rows among them) back as they were.
-  check_cuda(cudaGraphLaunch(graph.exec, stream), "launch a step graph");
+  launch_step();
   check_cuda(cudaStreamSynchronize(stream), "wait for the stream");
   cudaEventDestroy(start);
   cudaEventDestroy(end);
   return costs;
 }
 
-void StepGraphCache::capture(std::vector<RecordedCall>& calls, cudaStream_t stream, uint64_t key) {
+StepGraphCache::Graph* StepGraphCache::capture(std::span<RecordedCall> calls, cudaStream_t stream, uint64_t key,
+                                               std::vector<std::unique_ptr<Graph>>& graphs) {
   auto graph = std::make_unique<Graph>();
   graph->key = key;
   graph->nodes.assign(calls.size(), nullptr);
@@ -209,11 +231,11 @@ void StepGraphCache::capture(std::vector<RecordedCall>& calls, cudaStream_t stre
   check_cuda(cudaStreamEndCapture(stream, &graph->graph), "end capturing a step");
   check_cuda(cudaGraphInstantiate(&graph->exec, graph->graph, 0), "instantiate a step graph");
   check_cuda(cudaGraphLaunch(graph->exec, stream), "launch a step graph");
-  ++counts_.captures;
   for (RecordedCall& c : calls) c.run = nullptr;  // what they captured is in the graph
-  graph->calls = std::move(calls);
-  if (graphs_.size() == kMaxGraphs) graphs_.erase(graphs_.begin());
-  graphs_.push_back(std::move(graph));
+  graph->calls.assign(calls.begin(), calls.end());
+  if (graphs.size() == kMaxGraphs) graphs.erase(graphs.begin());
+  graphs.push_back(std::move(graph));
+  return graphs.back().get();
 }
 
 }  // namespace fathom::cuda

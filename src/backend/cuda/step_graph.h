@@ -3,13 +3,15 @@
 // tiny kernels; launched one by one from the host, the launches — not the
 // GPU — set its pace. While a step is recorded, the backend's ops do not
 // launch: each appends a call (a kernel with its arguments, or an opaque call
-// such as a cuBLAS GEMM with a signature of everything it reads). At the end
-// of the step the calls run as one graph. The graph of an earlier step with
-// the same calls in the same order (same kernels, same opaque signatures) is
-// replayed after updating the kernel nodes whose launch configuration or
-// arguments changed (a decode step differs from the one before it only in a
-// position, a KV length, a staged block table's address); anything else is
-// captured anew.
+// such as a cuBLAS GEMM with a signature of everything it reads). The calls
+// run as graphs, a piece of the step at a time: the first piece as soon as it
+// is recorded, so that the GPU works while the host records the rest (pieces
+// double in length, so the GPU stays ahead). The graph of an earlier step's
+// piece at the same place with the same calls in the same order (same
+// kernels, same opaque signatures) is replayed after updating the kernel
+// nodes whose launch configuration or arguments changed (a decode step
+// differs from the one before it only in a position, a KV length, a staged
+// block table's address); anything else is captured anew.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -69,11 +72,9 @@ class StepRecorder {
   void drop_closures() {
     for (size_t i = 0; i < size_ && i < calls_.size(); ++i) calls_[i].run = nullptr;
   }
-  // The step's calls (those of a longer earlier step dropped).
-  std::vector<RecordedCall>& calls() {
-    calls_.resize(size_);
-    return calls_;
-  }
+  size_t size() const { return size_; }
+  // Calls [from, to) of the step.
+  std::span<RecordedCall> range(size_t from, size_t to) { return {calls_.data() + from, to - from}; }
 
  private:
   RecordedCall& next() {
@@ -100,7 +101,8 @@ class StepRecorder {
   size_t size_ = 0;
 };
 
-// Instantiated graphs of recent steps, replayed while steps keep their shape.
+// Instantiated graphs of the pieces of recent steps, replayed while steps
+// keep their shape.
 class StepGraphCache {
  public:
   StepGraphCache();
@@ -108,27 +110,38 @@ class StepGraphCache {
   StepGraphCache& operator=(const StepGraphCache&) = delete;
   ~StepGraphCache();
 
-  // Enqueues `calls` on `stream` as a graph: true where an earlier graph was
-  // replayed, false where the calls were captured anew.
-  bool run(std::vector<RecordedCall>& calls, cudaStream_t stream);
-  // Runs the calls one by one (what a step does when graphs are off).
-  static void run_eagerly(std::vector<RecordedCall>& calls, cudaStream_t stream);
+  // Starts a step: the next run() is its first piece.
+  void begin_step() {
+    step_.clear();
+    step_captured_ = step_eager_ = false;
+  }
+  // Enqueues the step's next piece, `calls`, on `stream` as a graph: true
+  // where an earlier graph was replayed, false where the calls were captured
+  // anew.
+  bool run(std::span<RecordedCall> calls, cudaStream_t stream);
+  // Runs the calls one by one (what a step does when graphs are off); the
+  // step then has no graphs to profile.
+  void run_eagerly(std::span<RecordedCall> calls, cudaStream_t stream);
+  // Counts the step begun last, all of whose pieces ran as graphs: `lead` is
+  // the host's time before its first piece was launched, `host` before its
+  // last, `gpu` (or a negative time where unknown) its graphs' time.
+  void count_step(double lead_seconds, double host_seconds, double gpu_seconds);
 
   const Backend::StepReplays& counts() const { return counts_; }
-  // Adds a replayed step's times to the counts.
-  void add_times(double host_seconds, double gpu_seconds) {
-    counts_.host_seconds += host_seconds;
-    counts_.gpu_seconds += gpu_seconds;
-  }
-  // Backend::step_graph_costs for the most recently run graph, each timing a
-  // median of `rounds` of `repeats` launches back to back (waits for the stream).
+  // Backend::step_graph_costs for the pieces of the step run last, each
+  // timing a median of `rounds` of `repeats` launches of the whole step back
+  // to back (waits for the stream).
   Backend::StepGraphCosts kernel_costs(cudaStream_t stream, int rounds, int repeats);
 
  private:
   struct Graph;
-  void capture(std::vector<RecordedCall>& calls, cudaStream_t stream, uint64_t key);
+  Graph* capture(std::span<RecordedCall> calls, cudaStream_t stream, uint64_t key,
+                 std::vector<std::unique_ptr<Graph>>& graphs);
 
-  std::vector<std::unique_ptr<Graph>> graphs_;  // most recently used last
+  // Each piece's graphs by the piece's place in its step, most recently used last.
+  std::vector<std::vector<std::unique_ptr<Graph>>> pieces_;
+  std::vector<Graph*> step_;  // the graphs of the step run last, in order
+  bool step_captured_ = false, step_eager_ = false;
   Backend::StepReplays counts_;
 };
 
