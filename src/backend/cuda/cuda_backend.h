@@ -130,6 +130,8 @@ class CudaBackend final : public Backend {
   // (plain bf16 rows of one format, a few rows per sequence), and that launch.
   static bool decode_kernel_takes(const Tensor& q, std::span<const KvSegment> segments);
   void attention_decode(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p, Tensor& out);
+  // x [rows, d] ← the codebook rotation of each row (or its inverse).
+  void rotate_rows(float* x, int64_t rows, int64_t d, const float* signs, bool inverse);
   // The rotation signs of a codebook view on the device (built once per seed and dim).
   const float* rotation_signs(const KvView& kv);
   // How many splits the keys of an attention take, for `blocks` blocks per

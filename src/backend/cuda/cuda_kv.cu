@@ -96,6 +96,155 @@ __global__ void kv_write_plain_kernel(KvLayout l, const KvRowRef* refs, int64_t 
       make_uint2(reinterpret_cast<const uint32_t&>(lo), reinterpret_cast<const uint32_t&>(hi));
 }
 
+// Kernels that spread a row over lanes give each of a row's D / 8 lanes 8
+// consecutive values (D ≤ 256, a power of two: the rows of a warp never
+// straddle it). Whether a view's rows can be taken that way:
+__host__ __device__ constexpr bool lanes_take_rows(int64_t d) { return d >= 8 && d <= 256 && (d & (d - 1)) == 0; }
+
+// rotate() on a row spread over lanes (`part` of d / 8, values 8·part ..
+// 8·part + 7 in x): the same butterflies in the same order, so the same
+// values to the bit; the stages 8 values apart and more trade across lanes.
+__device__ __forceinline__ void rotate_slice(float x[8], int part, int64_t d, const float* signs, bool inverse) {
+  if (!inverse)
+#pragma unroll
+    for (int c = 0; c < 8; ++c) x[c] *= signs[8 * part + c];
+#pragma unroll
+  for (int len = 1; len < 8; len <<= 1)
+#pragma unroll
+    for (int i = 0; i < 8; i += 2 * len)
+#pragma unroll
+      for (int j = i; j < i + len; ++j) {
+        const float a = x[j], b = x[j + len];
+        x[j] = a + b;
+        x[j + len] = a - b;
+      }
+  for (int64_t len = 8; len < d; len <<= 1) {
+    const int o = int(len / 8);
+    const bool upper = (part & o) != 0;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float other = __shfl_xor_sync(0xffffffffu, x[c], o);
+      x[c] = upper ? other - x[c] : x[c] + other;
+    }
+  }
+  const float inv = rsqrtf(float(d));
+#pragma unroll
+  for (int c = 0; c < 8; ++c) x[c] *= inverse ? inv * signs[8 * part + c] : inv;
+}
+
+// Rows of x rotated in place (attention's queries into the codebook's
+// rotated space, its output back), d / 8 lanes a row.
+__global__ void rotate_rows_lanes_kernel(float* x, int64_t rows, int64_t d, const float* signs, bool inverse) {
+  const int lanes = int(d / 8);
+  const int64_t tid = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, row = tid / lanes;
+  const int part = int(tid % lanes);
+  float* p = x + min(row, rows - 1) * d + 8 * part;  // rows past the end shuffle along, store nothing
+  float v[8];
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  rotate_slice(v, part, d, signs, inverse);
+  if (row >= rows) return;
+  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+// `bits` bytes of codes: values 8·part .. 8·part + 7 of a row, packed from
+// the lowest bit up (a row starts 8-byte aligned: D · bits / 8 is a multiple of 8).
+__device__ __forceinline__ unsigned long long load_codes(const unsigned char* p, int bits) {
+  switch (bits) {
+    case 8: return *reinterpret_cast<const unsigned long long*>(p);
+    case 4: return *reinterpret_cast<const uint32_t*>(p);
+    case 2: return *reinterpret_cast<const uint16_t*>(p);
+    case 6: {
+      const auto* h = reinterpret_cast<const uint16_t*>(p);
+      return h[0] | uint64_t(h[1]) << 16 | uint64_t(h[2]) << 32;
+    }
+    default: return p[0] | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16;  // 3 bits
+  }
+}
+
+// `bits` bytes of codes stored where load_codes reads them.
+__device__ __forceinline__ void store_codes(unsigned char* p, int bits, unsigned long long codes) {
+  switch (bits) {
+    case 8: *reinterpret_cast<unsigned long long*>(p) = codes; return;
+    case 4: *reinterpret_cast<uint32_t*>(p) = uint32_t(codes); return;
+    case 2: *reinterpret_cast<uint16_t*>(p) = uint16_t(codes); return;
+    case 6: {
+      auto* h = reinterpret_cast<uint16_t*>(p);
+      h[0] = uint16_t(codes), h[1] = uint16_t(codes >> 16), h[2] = uint16_t(codes >> 32);
+      return;
+    }
+    default: p[0] = uint8_t(codes), p[1] = uint8_t(codes >> 8), p[2] = uint8_t(codes >> 16);  // 3 bits
+  }
+}
+
+// Coded rows (affine or codebook) of every sequence of a step, d / 8 lanes
+// per (token, head, K or V) row, each encoding its 8 values into its `bits`
+// bytes of the row: the choices of the CPU codecs (kv_write_kernel's), with
+// a group's range and a row's norm gathered across its lanes. Token t goes to
+// its sequence's view at its position (refs[t]).
+__global__ void kv_write_coded_kernel(KvLayout l, const KvRowRef* refs, int64_t count, int64_t heads, const float* k,
+                                      const float* v, const float* signs) {
+  const int64_t d = l.head_dim, units = count * heads * 2;
+  const int lanes = int(d / 8);
+  const int64_t tid = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, unit = min(tid / lanes, units - 1);
+  const bool live = tid / lanes < units;  // rows past the end shuffle along, store nothing
+  const int part = int(tid % lanes), which = int(unit % 2);
+  const int64_t h = (unit / 2) % heads, t = unit / 2 / heads;
+  const float* x = (which ? v : k) + (t * heads + h) * d + 8 * part;
+  float val[8];
+  const float4 a = reinterpret_cast<const float4*>(x)[0], b = reinterpret_cast<const float4*>(x)[1];
+  val[0] = a.x, val[1] = a.y, val[2] = a.z, val[3] = a.w, val[4] = b.x, val[5] = b.y, val[6] = b.z, val[7] = b.w;
+  const KvRowRef s = refs[t];
+  const RowRef ref = row_ref(l, s, s.position - s.first_position);
+  const int bits = l.bits[which];
+  unsigned char* params = ref.block + l.scales_base[which] + (h * l.block_rows + ref.r) * l.param_bytes;
+  unsigned long long codes = 0;
+  if (l.codec == 1) {
+    const int group_lanes = l.group / 8;
+    float lo = val[0], hi = val[0];
+#pragma unroll
+    for (int c = 1; c < 8; ++c) lo = fminf(lo, val[c]), hi = fmaxf(hi, val[c]);
+    for (int o = 1; o < group_lanes; o <<= 1) {
+      lo = fminf(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+      hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+    }
+    const float levels = float((1u << bits) - 1u);
+    const __nv_bfloat16 scale = __float2bfloat16_rn((hi - lo) / levels), bias = __float2bfloat16_rn(lo);
+    if (live && part % group_lanes == 0) {
+      const int64_t g = part / group_lanes;
+      reinterpret_cast<__nv_bfloat16*>(params)[g] = scale;
+      reinterpret_cast<__nv_bfloat16*>(ref.block + l.biases_base[which] + (h * l.block_rows + ref.r) * l.param_bytes)[g] =
+          bias;
+    }
+    // Codes against the stored (bf16) parameters, as the CPU codec chooses them.
+    const float sc = __bfloat162float(scale), bs = __bfloat162float(bias);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float q = sc > 0.0f ? nearbyintf((val[c] - bs) / sc) : 0.0f;
+      codes |= uint64_t(uint32_t(fminf(fmaxf(q, 0.0f), levels))) << (c * bits);
+    }
+  } else {
+    rotate_slice(val, part, d, signs, false);
+    double ss = 0.0;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) ss += double(val[c]) * val[c];
+    for (int o = 1; o < lanes; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float norm = float(sqrt(ss));
+    if (live && part == 0) *reinterpret_cast<float*>(params) = norm;
+    const float to_unit = norm > 0.0f ? sqrtf(float(d)) / norm : 0.0f;
+    const int n_bounds = (1 << bits) - 1;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float u = val[c] * to_unit;
+      uint32_t code = 0;
+      while (int(code) < n_bounds && !(u < l.boundaries[which][code])) ++code;  // upper_bound
+      codes |= uint64_t(code) << (c * bits);
+    }
+  }
+  if (live) store_codes(row_ptr(l, ref, which, h) + bits * part, bits, codes);
+}
+
 // One thread per (token, head, K or V): encodes one row, as the CPU codecs do.
 __global__ void kv_write_kernel(KvLayout l, unsigned char* const* table, int64_t row0, int64_t count, int64_t heads,
                                 const float* k, const float* v, const float* signs) {
@@ -362,21 +511,6 @@ struct PlainBf16Rows {
     widen_bf16x8(w, out);
   }
 };
-
-// `bits` bytes of codes: values 8·part .. 8·part + 7 of a row, packed from
-// the lowest bit up (a row starts 8-byte aligned: D · bits / 8 is a multiple of 8).
-__device__ __forceinline__ unsigned long long load_codes(const unsigned char* p, int bits) {
-  switch (bits) {
-    case 8: return *reinterpret_cast<const unsigned long long*>(p);
-    case 4: return *reinterpret_cast<const uint32_t*>(p);
-    case 2: return *reinterpret_cast<const uint16_t*>(p);
-    case 6: {
-      const auto* h = reinterpret_cast<const uint16_t*>(p);
-      return h[0] | uint64_t(h[1]) << 16 | uint64_t(h[2]) << 32;
-    }
-    default: return p[0] | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16;  // 3 bits
-  }
-}
 
 // Affine (kCodec 1: value = scale · code + bias, a bf16 pair per group) or
 // codebook rows (2: value = row scale · table[code], in the rotated space).
@@ -699,19 +833,29 @@ void CudaBackend::kv_write_impl(std::span<const KvSegment> segments, const Tenso
   if (count == 0) return;
   const KvView& kv = segments.front().kv;
   check(kv.head_dim() <= kMaxHeadDim, "kv_write on cuda: head_dim ", kv.head_dim(), " above ", kMaxHeadDim);
-  // Plain rows of one format go in one launch for the whole step; coded
-  // rows (and plain rows the vector kernel cannot take) segment by segment.
+  // Rows of one format go in one launch for the whole step where a vector
+  // kernel takes them; others segment by segment, a thread per row.
+  const KvFormat& f = kv.format;
   const bool aligned = reinterpret_cast<uintptr_t>(k.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(v.raw()) % 16 == 0;
-  const bool together = kv.format.codec == KvFormat::Codec::plain && kv.head_dim() % 4 == 0 && aligned &&
-                        std::all_of(segments.begin(), segments.end(),
-                                    [&](const KvSegment& s) { return s.kv.format == kv.format; });
+  const bool plain = f.codec == KvFormat::Codec::plain;
+  const bool vector = aligned && (plain ? f.head_dim % 4 == 0 : lanes_take_rows(f.head_dim));
+  const bool together = vector && std::all_of(segments.begin(), segments.end(),
+                                              [&](const KvSegment& s) { return s.kv.format == f; });
   if (together) {
     KvLayout l = layout_of(kv);
     l.row_offset = l.first_position = l.length = 0;  // each row's come with its ref
     const KvRowRef* refs = stage_rows(segments);
-    const int64_t threads = count * kv.kv_heads() * 2 * (kv.head_dim() / 4);
-    launch("kv_write", kv_write_plain_kernel, unsigned((threads + 255) / 256), 256, 0, l, refs, count, kv.kv_heads(),
-           k.data<float>(), v.data<float>());
+    const int64_t heads = kv.kv_heads();
+    if (plain) {
+      const int64_t threads = count * heads * 2 * (f.head_dim / 4);
+      launch("kv_write", kv_write_plain_kernel, unsigned((threads + 255) / 256), 256, 0, l, refs, count, heads,
+             k.data<float>(), v.data<float>());
+    } else {
+      const float* signs = f.codec == KvFormat::Codec::codebook ? rotation_signs(kv) : nullptr;
+      const int64_t threads = count * heads * 2 * (f.head_dim / 8);
+      launch("kv_write", kv_write_coded_kernel, unsigned((threads + 127) / 128), 128, 0, l, refs, count, heads,
+             k.data<float>(), v.data<float>(), signs);
+    }
     return;
   }
   for (const KvSegment& s : segments)
@@ -775,7 +919,7 @@ void CudaBackend::attention_decode(const Tensor& q_in, std::span<const KvSegment
     signs = rotation_signs(kv);
     auto* rq = static_cast<float*>(scratch(kRotatedQ, q_in.nbytes()));
     device_copy(rq, q, q_in.nbytes());
-    launch("attention: rotate q", rotate_rows_kernel, unsigned((rows + 127) / 128), 128, 0, rq, rows, d, signs, false);
+    rotate_rows(rq, rows, d, signs, false);
     q = rq;
   }
   int64_t keys = 0;
@@ -798,9 +942,16 @@ void CudaBackend::attention_decode(const Tensor& q_in, std::span<const KvSegment
          p.window.value_or(0), splits, split_len, partial);
   launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
          splits, d, out.data<float>());
-  if (signs)
-    launch("attention: rotate the output back", rotate_rows_kernel, unsigned((rows + 127) / 128), 128, 0,
-           out.data<float>(), rows, d, signs, true);
+  if (signs) rotate_rows(out.data<float>(), rows, d, signs, true);
+}
+
+void CudaBackend::rotate_rows(float* x, int64_t rows, int64_t d, const float* signs, bool inverse) {
+  const char* op = inverse ? "attention: rotate the output back" : "attention: rotate q";
+  if (lanes_take_rows(d)) {
+    const int64_t threads = rows * (d / 8);
+    return launch(op, rotate_rows_lanes_kernel, unsigned((threads + 127) / 128), 128, 0, x, rows, d, signs, inverse);
+  }
+  launch(op, rotate_rows_kernel, unsigned((rows + 127) / 128), 128, 0, x, rows, d, signs, inverse);
 }
 
 void CudaBackend::attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
@@ -825,8 +976,7 @@ void CudaBackend::attend_view(const Tensor& q_in, const KvView& kv, const Attent
     signs = rotation_signs(kv);
     auto* rq = static_cast<float*>(scratch(kRotatedQ, q_in.nbytes()));
     device_copy(rq, q, q_in.nbytes());
-    launch("attention: rotate q", rotate_rows_kernel, unsigned((t * heads + 127) / 128), 128, 0, rq, t * heads, d,
-           signs, false);
+    rotate_rows(rq, t * heads, d, signs, false);
     q = rq;
   }
   // Keys split so that decode (one query row) still fills the GPU; the
@@ -870,8 +1020,7 @@ void CudaBackend::attend_view(const Tensor& q_in, const KvView& kv, const Attent
   launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
          splits, d, out.data<float>());
   if (signs) {
-    launch("attention: rotate the output back", rotate_rows_kernel, unsigned((t * heads + 127) / 128), 128, 0,
-           out.data<float>(), t * heads, d, signs, true);
+    rotate_rows(out.data<float>(), t * heads, d, signs, true);
   }
 }
 
