@@ -130,6 +130,10 @@ class CudaBackend final : public Backend {
   // (plain bf16 rows of one format, a few rows per sequence), and that launch.
   static bool decode_kernel_takes(const Tensor& q, std::span<const KvSegment> segments);
   void attention_decode(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p, Tensor& out);
+  // The queries as the attention kernels read them: a codebook view's scores
+  // are taken in its rotated space (Rq·Rk = q·k), so its queries are rotated
+  // into a scratch copy and `signs` set, for the output to be rotated back.
+  const float* queries_for(const Tensor& q, const KvView& kv, const float*& signs);
   // x [rows, d] ← the codebook rotation of each row (or its inverse).
   void rotate_rows(float* x, int64_t rows, int64_t d, const float* signs, bool inverse);
   // The rotation signs of a codebook view on the device (built once per seed and dim).

@@ -100,6 +100,11 @@ __global__ void kv_write_plain_kernel(KvLayout l, const KvRowRef* refs, int64_t 
 // consecutive values (D ≤ 256, a power of two: the rows of a warp never
 // straddle it). Whether a view's rows can be taken that way:
 __host__ __device__ constexpr bool lanes_take_rows(int64_t d) { return d >= 8 && d <= 256 && (d & (d - 1)) == 0; }
+// Coded rows so taken: an affine group is a whole number of a row's lanes.
+bool lanes_take_codes(const KvFormat& f) {
+  return lanes_take_rows(f.head_dim) &&
+         (f.codec != KvFormat::Codec::affine || (f.group_size % 8 == 0 && f.head_dim % f.group_size == 0));
+}
 
 // rotate() on a row spread over lanes (`part` of d / 8, values 8·part ..
 // 8·part + 7 in x): the same butterflies in the same order, so the same
@@ -838,7 +843,7 @@ void CudaBackend::kv_write_impl(std::span<const KvSegment> segments, const Tenso
   const KvFormat& f = kv.format;
   const bool aligned = reinterpret_cast<uintptr_t>(k.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(v.raw()) % 16 == 0;
   const bool plain = f.codec == KvFormat::Codec::plain;
-  const bool vector = aligned && (plain ? f.head_dim % 4 == 0 : lanes_take_rows(f.head_dim));
+  const bool vector = aligned && (plain ? f.head_dim % 4 == 0 : lanes_take_codes(f));
   const bool together = vector && std::all_of(segments.begin(), segments.end(),
                                               [&](const KvSegment& s) { return s.kv.format == f; });
   if (together) {
@@ -875,8 +880,7 @@ bool CudaBackend::decode_kernel_takes(const Tensor& q, std::span<const KvSegment
   if (segments.empty()) return false;
   const KvFormat& f = segments.front().kv.format;
   const int64_t d = f.head_dim;
-  const bool rows_suit = f.codec == KvFormat::Codec::plain ? f.dtype == DType::bf16
-                                                           : f.codec == KvFormat::Codec::codebook || f.group_size % 8 == 0;
+  const bool rows_suit = f.codec == KvFormat::Codec::plain ? f.dtype == DType::bf16 : lanes_take_codes(f);
   return rows_suit && (d == 64 || d == 128 || d == 256) &&
          std::all_of(segments.begin(), segments.end(),
                      [&](const KvSegment& s) { return s.kv.format == f && s.rows <= kDecodeMaxRows; });
@@ -912,16 +916,8 @@ void CudaBackend::attention_decode(const Tensor& q_in, std::span<const KvSegment
   KvLayout l = layout_of(kv);
   l.row_offset = l.first_position = l.length = 0;  // each row's come with its ref
   const KvRowRef* refs = stage_rows(segments);
-  const float* q = q_in.data<float>();
   const float* signs = nullptr;
-  if (kv.format.codec == KvFormat::Codec::codebook) {
-    // Scores in the rotated space (Rq·Rk = q·k); the output is rotated back.
-    signs = rotation_signs(kv);
-    auto* rq = static_cast<float*>(scratch(kRotatedQ, q_in.nbytes()));
-    device_copy(rq, q, q_in.nbytes());
-    rotate_rows(rq, rows, d, signs, false);
-    q = rq;
-  }
+  const float* q = queries_for(q_in, kv, signs);
   int64_t keys = 0;
   for (const KvSegment& s : segments) keys = std::max(keys, s.kv.length);
   // Two blocks per SM, down to one pass of the warps' keys per split; a
@@ -943,6 +939,16 @@ void CudaBackend::attention_decode(const Tensor& q_in, std::span<const KvSegment
   launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
          splits, d, out.data<float>());
   if (signs) rotate_rows(out.data<float>(), rows, d, signs, true);
+}
+
+const float* CudaBackend::queries_for(const Tensor& q, const KvView& kv, const float*& signs) {
+  signs = nullptr;
+  if (kv.format.codec != KvFormat::Codec::codebook) return q.data<float>();
+  signs = rotation_signs(kv);
+  auto* rq = static_cast<float*>(scratch(kRotatedQ, q.nbytes()));
+  device_copy(rq, q.data<float>(), q.nbytes());
+  rotate_rows(rq, q.dim(0) * q.dim(1), kv.head_dim(), signs, false);
+  return rq;
 }
 
 void CudaBackend::rotate_rows(float* x, int64_t rows, int64_t d, const float* signs, bool inverse) {
@@ -969,16 +975,8 @@ void CudaBackend::attend_view(const Tensor& q_in, const KvView& kv, const Attent
   const KvLayout l = layout_of(kv);
   auto* table = static_cast<unsigned char* const*>(
       stage(kBlockTable, kv.blocks, size_t(blocks_in_view(kv, kv.length)) * sizeof(void*)));
-  const float* q = q_in.data<float>();
   const float* signs = nullptr;
-  if (kv.format.codec == KvFormat::Codec::codebook) {
-    // Scores in the rotated space (Rq·Rk = q·k); the output is rotated back.
-    signs = rotation_signs(kv);
-    auto* rq = static_cast<float*>(scratch(kRotatedQ, q_in.nbytes()));
-    device_copy(rq, q, q_in.nbytes());
-    rotate_rows(rq, t * heads, d, signs, false);
-    q = rq;
-  }
+  const float* q = queries_for(q_in, kv, signs);
   // Keys split so that decode (one query row) still fills the GPU; the
   // partials are capped at kMaxPartialWarps (query rows × heads × splits).
   constexpr int64_t kMaxPartialWarps = cuda_memory::kMaxPartialRows;

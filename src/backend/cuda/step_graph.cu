@@ -77,7 +77,7 @@ void StepGraphCache::run_eagerly(std::span<RecordedCall> calls, cudaStream_t str
   for (RecordedCall& c : calls) launch(c, stream);
 }
 
-bool StepGraphCache::run(std::span<RecordedCall> calls, cudaStream_t stream) {
+void StepGraphCache::run(std::span<RecordedCall> calls, cudaStream_t stream) {
   const size_t piece = step_.size();
   if (pieces_.size() <= piece) pieces_.resize(piece + 1);
   std::vector<std::unique_ptr<Graph>>& graphs = pieces_[piece];
@@ -106,11 +106,10 @@ bool StepGraphCache::run(std::span<RecordedCall> calls, cudaStream_t stream) {
     step_.push_back(&graph);
     // Most recently used last.
     std::rotate(graphs.begin() + ptrdiff_t(g), graphs.begin() + ptrdiff_t(g) + 1, graphs.end());
-    return true;
+    return;
   }
   step_.push_back(capture(calls, stream, key, graphs));
   step_captured_ = true;
-  return false;
 }
 
 void StepGraphCache::count_step(double lead_seconds, double host_seconds, double gpu_seconds) {

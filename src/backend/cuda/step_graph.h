@@ -115,10 +115,9 @@ class StepGraphCache {
     step_.clear();
     step_captured_ = step_eager_ = false;
   }
-  // Enqueues the step's next piece, `calls`, on `stream` as a graph: true
-  // where an earlier graph was replayed, false where the calls were captured
-  // anew.
-  bool run(std::span<RecordedCall> calls, cudaStream_t stream);
+  // Enqueues the step's next piece, `calls`, on `stream` as a graph: an
+  // earlier one replayed, or the calls captured anew.
+  void run(std::span<RecordedCall> calls, cudaStream_t stream);
   // Runs the calls one by one (what a step does when graphs are off); the
   // step then has no graphs to profile.
   void run_eagerly(std::span<RecordedCall> calls, cudaStream_t stream);
