@@ -147,9 +147,7 @@ Tensor CudaBackend::upload_impl(const Tensor& host) {
   return t;
 }
 
-namespace {
-
-struct PinnedBuffer {
+struct CudaBackend::PinnedBuffer {
   void* data = nullptr;
   size_t bytes = 0;
   ~PinnedBuffer() {
@@ -157,15 +155,13 @@ struct PinnedBuffer {
   }
 };
 
-}  // namespace
-
 Tensor CudaBackend::pinned_host_tensor(std::vector<int64_t> shape, DType dtype) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   const size_t bytes = std::max<size_t>(size_t(n) * dtype_size(dtype), 1);
-  std::shared_ptr<void>* free_one = nullptr;
+  std::shared_ptr<PinnedBuffer>* free_one = nullptr;
   for (auto& b : pinned_downloads_)
-    if (b.use_count() == 1 && static_cast<PinnedBuffer*>(b.get())->bytes >= bytes) free_one = &b;
+    if (b.use_count() == 1 && b->bytes >= bytes) free_one = &b;
   if (!free_one) {
     if (pinned_downloads_.size() >= kPinnedDownloads) return Tensor::empty(std::move(shape), dtype);
     auto b = std::make_shared<PinnedBuffer>();
@@ -173,7 +169,7 @@ Tensor CudaBackend::pinned_host_tensor(std::vector<int64_t> shape, DType dtype) 
     b->bytes = bytes;
     free_one = &pinned_downloads_.emplace_back(std::move(b));
   }
-  void* data = static_cast<PinnedBuffer*>(free_one->get())->data;
+  void* data = (*free_one)->data;
   return Tensor::borrow(data, std::move(shape), dtype, std::shared_ptr<const void>(*free_one, data));
 }
 
@@ -203,8 +199,8 @@ void CudaBackend::device_copy(void* dst, const void* src, size_t bytes) {
 
 Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
   if (!graphs_enabled_ || recorder_) return step();
-  pieces_ = StepPieces{};
-  pieces_.started = std::chrono::steady_clock::now();
+  step_pieces_ = StepPieces{};
+  step_pieces_.started = std::chrono::steady_clock::now();
   arena_.begin();
   step_recorder_.begin();
   graphs_.begin_step();
@@ -222,8 +218,8 @@ Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
   try {
     result = step();
     launch_piece();
-    if (pieces_.launched) check_cuda(cudaEventRecord(ctx_->graph_end, ctx_->stream), "record a timing event");
-    host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - pieces_.started).count();
+    if (step_pieces_.launched) check_cuda(cudaEventRecord(ctx_->graph_end, ctx_->stream), "record a timing event");
+    host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_pieces_.started).count();
   } catch (...) {
     // Pieces already launched run to their end; what they wrote belongs to
     // rows the failed step claimed.
@@ -237,26 +233,27 @@ Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
   float gpu_ms = -1.0f;
   if (!pending_downloads_.empty()) {
     check_cuda(cudaStreamSynchronize(ctx_->stream), "wait for the stream");
-    if (pieces_.launched && cudaEventElapsedTime(&gpu_ms, ctx_->graph_start, ctx_->graph_end) != cudaSuccess)
+    if (step_pieces_.launched && cudaEventElapsedTime(&gpu_ms, ctx_->graph_start, ctx_->graph_end) != cudaSuccess)
       gpu_ms = -1.0f;
   }
   pending_downloads_.clear();
-  graphs_.count_step(pieces_.lead_seconds, host_seconds, gpu_ms < 0.0f ? -1.0 : gpu_ms * 1e-3);
+  graphs_.count_step(step_pieces_.lead_seconds, host_seconds, gpu_ms < 0.0f ? -1.0 : gpu_ms * 1e-3);
   return result;
 }
 
 void CudaBackend::launch_piece() {
   const size_t end = recorder_->size();
-  if (end == pieces_.start) return;
+  if (end == step_pieces_.start) return;
   arena_.flush(ctx_->stream);  // what the piece's calls staged
-  if (pieces_.launched == 0) {
+  if (step_pieces_.launched == 0) {
     check_cuda(cudaEventRecord(ctx_->graph_start, ctx_->stream), "record a timing event");
-    pieces_.lead_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - pieces_.started).count();
+    const auto waited = std::chrono::steady_clock::now() - step_pieces_.started;
+    step_pieces_.lead_seconds = std::chrono::duration<double>(waited).count();
   }
-  const std::span<RecordedCall> calls = recorder_->range(pieces_.start, end);
-  pieces_.start = end;
-  pieces_.length *= 2;
-  ++pieces_.launched;
+  const std::span<RecordedCall> calls = recorder_->range(step_pieces_.start, end);
+  step_pieces_.start = end;
+  step_pieces_.length *= 2;
+  ++step_pieces_.launched;
   if (graphs_enabled_) {
     try {
       graphs_.run(calls, ctx_->stream);

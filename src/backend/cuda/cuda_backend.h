@@ -197,7 +197,7 @@ class CudaBackend final : public Backend {
   };
   // After a call is recorded: launches the piece once it is long enough.
   void piece_recorded() {
-    if (recorder_->size() - pieces_.start >= pieces_.length) launch_piece();
+    if (recorder_->size() - step_pieces_.start >= step_pieces_.length) launch_piece();
   }
   // Runs the calls recorded since the last piece (their staged data copied up first).
   void launch_piece();
@@ -220,12 +220,13 @@ class CudaBackend final : public Backend {
   bool gemv_enabled_ = true, sync_ops_ = false;
   StepRecorder* recorder_ = nullptr;  // &step_recorder_ while a step is recorded
   StepRecorder step_recorder_;
-  StepPieces pieces_;
+  StepPieces step_pieces_;
   StepArena arena_;
   StepGraphCache graphs_;
   Tensor workspace_;
   std::vector<std::pair<Tensor, const void*>> pending_downloads_;  // host tensor, device source
-  std::vector<std::shared_ptr<void>> pinned_downloads_;           // PinnedBuffers (cuda_backend.cu)
+  struct PinnedBuffer;  // cuda_backend.cu
+  std::vector<std::shared_ptr<PinnedBuffer>> pinned_downloads_;
   std::map<int, Tensor> buffers_;
   std::vector<void*> staged_tables_;    // stage_rows' host side, reused
   std::vector<KvRowRef> staged_rows_;

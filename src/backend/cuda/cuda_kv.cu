@@ -106,6 +106,12 @@ bool lanes_take_codes(const KvFormat& f) {
          (f.codec != KvFormat::Codec::affine || (f.group_size % 8 == 0 && f.head_dim % f.group_size == 0));
 }
 
+// 8 consecutive f32 values (p 16-byte aligned) in two 16-byte loads.
+__device__ __forceinline__ void load_f32x8(const float* p, float out[8]) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+
 // rotate() on a row spread over lanes (`part` of d / 8, values 8·part ..
 // 8·part + 7 in x): the same butterflies in the same order, so the same
 // values to the bit; the stages 8 values apart and more trade across lanes.
@@ -145,8 +151,7 @@ __global__ void rotate_rows_lanes_kernel(float* x, int64_t rows, int64_t d, cons
   const int part = int(tid % lanes);
   float* p = x + min(row, rows - 1) * d + 8 * part;  // rows past the end shuffle along, store nothing
   float v[8];
-  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  load_f32x8(p, v);
   rotate_slice(v, part, d, signs, inverse);
   if (row >= rows) return;
   reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
@@ -198,12 +203,12 @@ __global__ void kv_write_coded_kernel(KvLayout l, const KvRowRef* refs, int64_t 
   const int64_t h = (unit / 2) % heads, t = unit / 2 / heads;
   const float* x = (which ? v : k) + (t * heads + h) * d + 8 * part;
   float val[8];
-  const float4 a = reinterpret_cast<const float4*>(x)[0], b = reinterpret_cast<const float4*>(x)[1];
-  val[0] = a.x, val[1] = a.y, val[2] = a.z, val[3] = a.w, val[4] = b.x, val[5] = b.y, val[6] = b.z, val[7] = b.w;
+  load_f32x8(x, val);
   const KvRowRef s = refs[t];
   const RowRef ref = row_ref(l, s, s.position - s.first_position);
   const int bits = l.bits[which];
-  unsigned char* params = ref.block + l.scales_base[which] + (h * l.block_rows + ref.r) * l.param_bytes;
+  const int64_t param_row = (h * l.block_rows + ref.r) * l.param_bytes;
+  unsigned char* params = ref.block + l.scales_base[which] + param_row;
   unsigned long long codes = 0;
   if (l.codec == 1) {
     const int group_lanes = l.group / 8;
@@ -219,8 +224,7 @@ __global__ void kv_write_coded_kernel(KvLayout l, const KvRowRef* refs, int64_t 
     if (live && part % group_lanes == 0) {
       const int64_t g = part / group_lanes;
       reinterpret_cast<__nv_bfloat16*>(params)[g] = scale;
-      reinterpret_cast<__nv_bfloat16*>(ref.block + l.biases_base[which] + (h * l.block_rows + ref.r) * l.param_bytes)[g] =
-          bias;
+      reinterpret_cast<__nv_bfloat16*>(ref.block + l.biases_base[which] + param_row)[g] = bias;
     }
     // Codes against the stored (bf16) parameters, as the CPU codec chooses them.
     const float sc = __bfloat162float(scale), bs = __bfloat162float(bias);
@@ -502,7 +506,7 @@ struct DecodeShape {
 // (v = 0) or V's slice into 16 bytes of registers, `widen` turns them into
 // f32 values. Plain bf16 rows: K and V rows lie alike, rows_base apart.
 struct PlainBf16Rows {
-  static constexpr bool kCoded = false;
+  static constexpr bool kCoded = false, kCodebook = false;
   struct Slice {
     const unsigned char* at;  // the K slice
   };
@@ -522,7 +526,7 @@ struct PlainBf16Rows {
 // A slice's 16 bytes: the codes, then the scale and bias as they are stored.
 template <int kCodec>
 struct CodedRows {
-  static constexpr bool kCoded = true;
+  static constexpr bool kCoded = true, kCodebook = kCodec == 2;
   struct Slice {
     const unsigned char* block;
     int32_t row;  // g · block_rows + r
@@ -573,9 +577,11 @@ attention_decode_kernel(KvLayout l, const KvRowRef* refs, const float* q, int64_
   constexpr int kCopies = kLanes / kLoads;  // lanes left holding each key's score
   __shared__ float warp_m[kDecodeWarps][G], warp_l[kDecodeWarps][G];
   __shared__ float warp_o[kDecodeWarps][G][D];
-  __shared__ float tables[32];
-  if (Rows::kCoded && threadIdx.x < 32) tables[threadIdx.x] = l.table[threadIdx.x / 16][threadIdx.x % 16];
-  if (Rows::kCoded) __syncthreads();
+  __shared__ float tables[32];  // codebooks: K's and V's
+  if constexpr (Rows::kCodebook) {
+    if (threadIdx.x < 32) tables[threadIdx.x] = l.table[threadIdx.x / 16][threadIdx.x % 16];
+    __syncthreads();
+  }
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int sub = lane / kLanes, part = lane % kLanes;  // which row of a load; which 8 dims of it
   const int64_t group = heads / kv_heads, chunks = (group + G - 1) / G;
