@@ -3,7 +3,7 @@
 
 Usage:
     /usr/bin/python3 scripts/make_random_model.py --shape qwen3-0.6b|llama-3.2-1b|llama-3-8b --out DIR [--seed N]
-        [--torch-cuda]
+        [--torch-cuda] [--bits B [--group-size G]]
     /usr/bin/python3 scripts/make_random_model.py --manifest DIR --out DIR [--seed N]
 
 --manifest takes a folder written by scripts/make_bench_manifests.py (config.json and
@@ -17,6 +17,11 @@ Hugging Face tensor names. Files larger than --max-shard-bytes (default 2e9) are
 into model-0000K-of-0000N.safetensors with a model.safetensors.index.json, like HF does.
 
 Weights: Linear ~ N(0, 1/in_features), embeddings ~ N(0, 1), RMSNorm weights ~ 1 + 0.05*N(0, 1).
+--bits writes every linear and embedding matrix (whose width the group size divides) in
+MLX's affine format instead, as `mlx_lm.convert -q` would lay it out: U32 codes drawn
+uniformly (every bit random) with one bf16 scale and bias per tensor, so the values are
+uniform with the same standard deviation; config.json gets the `quantization` block. A
+model for measuring speed, made in seconds (quantizing an 8B bf16 folder takes minutes).
 Each tensor has its own RNG stream seeded by (seed, tensor index), so the output is
 deterministic for a given seed and independent of the chunk size.
 The safetensors writer is implemented here (no `safetensors` package needed):
@@ -162,6 +167,7 @@ SHAPES["llama-3-8b"] = {
 
 # Tensor kinds -> how they are initialised.
 EMBED, LINEAR, NORM, SMALL, ONE = "embed", "linear", "norm", "small", "one"
+CODES, CONSTANT = "codes", "constant"  # --bits: random packed codes; a tensor of one value
 
 
 def tensor_list(shape_name):
@@ -211,6 +217,24 @@ def manifest_tensor_list(manifest):
         else:
             kind = SMALL
         out.append((name, shape, kind))
+    return out
+
+
+def quantize_list(tensors, bits, group):
+    """[(name, shape, kind, dtype, value)]: the matrices of `tensors` whose width `group`
+    divides as MLX-quantized modules (codes, scales, biases), the rest as bf16."""
+    out = []
+    for name, shape, kind in tensors:
+        if kind not in (EMBED, LINEAR) or len(shape) < 2 or shape[-1] % group:
+            out.append((name, shape, kind, "BF16", None))
+            continue
+        std = 1.0 if kind == EMBED else 1.0 / np.sqrt(shape[-1])
+        half_range = std * np.sqrt(3.0)  # uniform on [-a, a] has std a / sqrt(3)
+        module = name[: -len(".weight")]
+        lead = tuple(shape[:-1])
+        out.append((name, lead + (shape[-1] * bits // 32,), CODES, "U32", None))
+        out.append((module + ".scales", lead + (shape[-1] // group,), CONSTANT, "BF16", 2 * half_range / (2**bits - 1)))
+        out.append((module + ".biases", lead + (shape[-1] // group,), CONSTANT, "BF16", -half_range))
     return out
 
 
@@ -277,11 +301,35 @@ def gen_chunks_torch(kind, shape, seed, chunk_elems):
         done += n
 
 
+def gen_codes(shape, rng, seed, torch_cuda, chunk_elems):
+    """Yield uint32 chunks of uniformly random bits."""
+    total = numel(shape)
+    if torch_cuda:
+        import torch
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+    done = 0
+    while done < total:
+        n = min(chunk_elems, total - done)
+        if torch_cuda:
+            yield torch.randint(-2**31, 2**31 - 1, (n,), generator=gen, device="cuda", dtype=torch.int32).cpu().numpy()
+        else:
+            yield rng.integers(0, 2**32, n, dtype=np.uint32)
+        done += n
+
+
+def gen_constant(shape, value):
+    yield np.full(numel(shape), f32_to_bf16_bits(np.array([value], dtype=np.float32))[0], dtype=np.uint16)
+
+
+def tensor_bytes(shape, dtype):
+    return numel(shape) * (4 if dtype == "U32" else 2)
+
+
 def build_header(entries):
-    """entries: [(name, shape, offset_begin, offset_end)] -> padded header bytes."""
+    """entries: [(name, shape, dtype, offset_begin, offset_end)] -> padded header bytes."""
     hdr = {"__metadata__": {"format": "pt"}}
-    for name, shape, b, e in entries:
-        hdr[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [b, e]}
+    for name, shape, dtype, b, e in entries:
+        hdr[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [b, e]}
     js = json.dumps(hdr, separators=(",", ":")).encode("utf-8")
     pad = (-(8 + len(js))) % 8
     js += b" " * pad
@@ -290,8 +338,8 @@ def build_header(entries):
 
 def plan_shards(tensors, max_shard_bytes):
     shards, cur, cur_bytes = [], [], 0
-    for idx, (name, shape, kind) in enumerate(tensors):
-        nb = numel(shape) * 2
+    for idx, (name, shape, kind, dtype, _) in enumerate(tensors):
+        nb = tensor_bytes(shape, dtype)
         if cur and cur_bytes + nb > max_shard_bytes:
             shards.append(cur)
             cur, cur_bytes = [], 0
@@ -315,6 +363,9 @@ def main():
                     help="elements generated per step (memory use ~ 10 bytes each)")
     ap.add_argument("--torch-cuda", action="store_true",
                     help="draw the weights with torch on the GPU (fast; other numbers than numpy's)")
+    ap.add_argument("--bits", type=int, choices=[2, 3, 4, 5, 6, 8],
+                    help="write the matrices MLX-quantized with random codes of this width")
+    ap.add_argument("--group-size", type=int, choices=[32, 64, 128], default=64)
     args = ap.parse_args()
 
     t0 = time.time()
@@ -331,6 +382,12 @@ def main():
         spec = SHAPES[args.shape]
         tensors = tensor_list(args.shape)
         label = args.shape
+    if args.bits:
+        tensors = quantize_list(tensors, args.bits, args.group_size)
+        quant = {"group_size": args.group_size, "bits": args.bits}
+        spec = dict(spec, config=dict(spec["config"], quantization=quant, quantization_config=quant))
+    else:
+        tensors = [(name, shape, kind, "BF16", None) for name, shape, kind in tensors]
     os.makedirs(args.out, exist_ok=True)
     # remove stale outputs from a previous run with a different sharding
     for fn in os.listdir(args.out):
@@ -353,9 +410,9 @@ def main():
         fname = "model.safetensors" if nshard == 1 else f"model-{si + 1:05d}-of-{nshard:05d}.safetensors"
         entries, off = [], 0
         for idx in idxs:
-            name, shape, _ = tensors[idx]
-            nb = numel(shape) * 2
-            entries.append((name, shape, off, off + nb))
+            name, shape, _, dtype, _ = tensors[idx]
+            nb = tensor_bytes(shape, dtype)
+            entries.append((name, shape, dtype, off, off + nb))
             off += nb
             weight_map[name] = fname
         header = build_header(entries)
@@ -363,9 +420,15 @@ def main():
         with open(path, "wb") as f:
             f.write(header)
             for idx in idxs:
-                name, shape, kind = tensors[idx]
-                if args.torch_cuda:
-                    chunks = gen_chunks_torch(kind, shape, args.seed * 1000003 + idx, args.chunk_elems)
+                name, shape, kind, _, value = tensors[idx]
+                seed = args.seed * 1000003 + idx
+                if kind == CODES:
+                    chunks = gen_codes(shape, np.random.default_rng([args.seed, idx]), seed, args.torch_cuda,
+                                       args.chunk_elems)
+                elif kind == CONSTANT:
+                    chunks = gen_constant(shape, value)
+                elif args.torch_cuda:
+                    chunks = gen_chunks_torch(kind, shape, seed, args.chunk_elems)
                 else:
                     chunks = gen_chunks(kind, shape, np.random.default_rng([args.seed, idx]), args.chunk_elems)
                 for chunk in chunks:
@@ -381,7 +444,7 @@ def main():
             json.dump(index, f, indent=2)
             f.write("\n")
 
-    print(f"{label}: {total_params / 1e6:.1f}M params, {total_bytes / 1e9:.3f} GB bf16, "
+    print(f"{label}: {total_params / 1e6:.1f}M tensor elements, {total_bytes / 1e9:.3f} GB, "
           f"{nshard} shard(s), {time.time() - t0:.1f}s -> {args.out}", file=sys.stderr)
 
 

@@ -102,7 +102,8 @@ class Backend {
   // x[i] = value, f32.
   void fill(Tensor& x, float value);
 
-  // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N]). x and y are f32; w is f32 or bf16.
+  // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N]). x and y are f32; w is f32, bf16
+  // or affine (MLX codes: each value scale·q + bias in f32, never rounded).
   // bf16_inputs rounds x to bf16 first (bf16 compute: bf16 products, f32 sums).
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs = false);
   // Several matmuls of the same x (q/k/v, gate/up) in one pass: x is rounded
@@ -133,7 +134,7 @@ class Backend {
   void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out);
   // x += y, same shape, f32.
   void add_inplace(Tensor& x, const Tensor& y);
-  // out[i] = table[ids[i]] widened to f32; table [vocab, D] f32/bf16/f16.
+  // out[i] = table[ids[i]] widened to f32; table [vocab, D] f32/bf16/f16 or affine.
   void embedding(const Tensor& table, const std::vector<int32_t>& ids, Tensor& out);
   // Causal attention of q [T, heads, head_dim] over a layer's blocks; out like
   // q. A codebook view's rows are rotated: q is rotated into that space and

@@ -49,8 +49,6 @@ MemoryContract::MemoryContract(Inputs inputs) : in_(std::move(inputs)) {
   check(in_.sliding_step > 0, "memory contract: sliding step must be positive, got ", in_.sliding_step);
   require_supported_model_type(in_.config.model_type);
   in_.kv_scheme.validate_for(in_.config);
-  check(in_.device == Device::cpu || !in_.config.quantization,
-        "memory contract: quantized (MLX) weights run on the CPU only for now; use --device cpu");
 }
 
 MemoryContract MemoryContract::for_model_dir(const std::string& dir, ComputeDType dtype, const KvScheme& scheme,
@@ -129,7 +127,8 @@ int64_t MemoryContract::device_weights_bytes() const {
   // Each tensor the text model loads, in the form the loader uploads it
   // (WeightLoader::place), in allocations of its own: the tensors under the
   // text model's root (not a vision tower beside it, nor anything else a
-  // folder holds) and the output head. Quantized folders stay on the CPU.
+  // folder holds) and the output head. Quantized modules go up as stored
+  // (codes, scales and biases), except those the loader widens to f32.
   const ModelConfig& c = in_.config;
   const bool bf16 = in_.dtype == ComputeDType::bf16;
   std::string root;
@@ -146,13 +145,32 @@ int64_t MemoryContract::device_weights_bytes() const {
         head = name;
         break;
       }
-  // to_matmul_dtype: bf16 for bf16 compute; f32 compute keeps bf16 and widens the rest.
-  auto matmul_bytes = [&](const StoredTensor& t) { return numel(t) * (bf16 || t.dtype == "BF16" ? 2 : 4); };
   int64_t total = 0;
   auto add = [&](int64_t bytes) { total += cuda_memory::aligned(bytes); };
+  // A quantized module's tensor: the codes, scales and biases as stored, or
+  // (routers, the small Gated DeltaNet projections) the widened f32 matrix.
+  auto add_quantized = [&](const std::string& name, const std::string& module, const StoredTensor& t) {
+    if (!kept_in_f32(module + ".weight")) return add(int64_t(t.nbytes));
+    if (!ends_with(name, ".weight")) return;
+    const int bits = c.quantization ? c.quantization->for_module(module).value_or(c.quantization->defaults).bits : 32;
+    add(numel(t) * 32 / bits * 4);
+  };
+  // to_matmul_dtype: bf16 for bf16 compute; f32 compute keeps bf16 and widens the rest.
+  auto matmul_bytes = [&](const StoredTensor& t) { return numel(t) * (bf16 || t.dtype == "BF16" ? 2 : 4); };
+  auto add_head = [&](const std::string& name) {
+    const std::string module = quantized_module(in_.tensors, name);
+    if (module.empty()) return add(matmul_bytes(in_.tensors.at(name)));
+    for (const char* part : {".weight", ".scales", ".biases"}) add(int64_t(in_.tensors.at(module + part).nbytes));
+  };
   for (const auto& [name, t] : in_.tensors) {
     if (name.rfind(root, 0) != 0) continue;  // the head is added below
     if (ends_with(name, ".layer_scalar")) continue;  // read once, kept on the host
+    // Gemma 4's routers keep a vector of ones beside their weights.
+    if (ends_with(name, ".router.proj.weight")) add(c.hidden_size * 4);
+    if (const std::string module = quantized_module(in_.tensors, name); !module.empty()) {
+      add_quantized(name, module, t);
+      continue;
+    }
     const int64_t n = numel(t);
     if (t.shape.size() <= 1 || ends_with(name, ".conv1d.weight") || ends_with(name, ".in_proj_ba.weight") ||
         kept_in_f32(name))
@@ -161,10 +179,8 @@ int64_t MemoryContract::device_weights_bytes() const {
       add(int64_t(t.nbytes));  // tables, as stored
     else
       add(matmul_bytes(t));
-    // Gemma 4's routers keep a vector of ones beside their weights.
-    if (ends_with(name, ".router.proj.weight")) add(c.hidden_size * 4);
   }
-  if (const auto it = in_.tensors.find(head); it != in_.tensors.end()) add(matmul_bytes(it->second));
+  if (in_.tensors.count(head)) add_head(head);
   // So does Gemma 4's attention where a layer owns its KV (the values' unit-weight norm).
   if (c.model_type.rfind("gemma4", 0) == 0)
     for (int64_t i = 0; i < c.num_layers; ++i)
@@ -279,6 +295,9 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   // Whether decode steps take the packed GEMV (else they widen panels too:
   // cpu_quant_matmul.cpp).
   const bool all_gemv = cpu::detect_isa() == cpu::Isa::avx512;
+  // On a GPU, steps past the quantized GEMV's rows widen a panel of weight
+  // rows at a time (affine_matmul.cu): the largest such panel.
+  int64_t widened_panel = 0;
   if (c.quantization) {
     plain_depth = 0;
     for (const auto& [name, t] : in_.tensors) {
@@ -290,6 +309,9 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
       }
       const int bits = c.quantization->for_module(module).value_or(c.quantization->defaults).bits;
       quantized_depth = std::max(quantized_depth, t.shape.back() * 32 / bits);
+      if (!kept_in_f32(name))
+        widened_panel = std::max(widened_panel, cuda_memory::dequant_panel_bytes(t.shape[t.shape.size() - 2],
+                                                                                 t.shape.back() * 32 / bits));
     }
     plain_depth = std::min(plain_depth, widest_input);
     quantized_depth = std::min(quantized_depth, widest_input);
@@ -303,7 +325,8 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   if (in_.device == Device::cuda) {
     // Each of the step's ~30 tensors is an allocation of its own, rounded up.
     bytes += 32 * cuda_memory::kAllocationAlignment;
-    return {bytes, cuda_scratch_bytes(t, context, rounded_depth, max_hd)};
+    const int64_t panel = t > cuda_memory::kAffineGemvMaxRows ? cuda_memory::aligned(widened_panel) : 0;
+    return {bytes, cuda_scratch_bytes(t, context, rounded_depth, max_hd) + panel};
   }
   scratch += t * rounded_depth * (2 + 4);
   if (c.quantization) {

@@ -118,9 +118,9 @@ Tensor WeightLoader::fetch(const std::string& name, const std::vector<int64_t>& 
 
 Tensor WeightLoader::place(const Tensor& host) const {
   if (backend_.device() == Device::cpu) return host;
-  check(host.dtype() != DType::affine, "model weights: quantized (MLX) weights run on the CPU only for now; ",
-        "load this model with --device cpu");
   device_bytes_ += int64_t(host.nbytes());
+  if (host.dtype() == DType::affine)
+    device_bytes_ += int64_t(host.affine_quant().scales.nbytes() + host.affine_quant().biases.nbytes());
   return backend_.upload(host);
 }
 

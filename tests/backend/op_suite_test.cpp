@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/affine_weights.h"
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -288,6 +289,83 @@ TEST_P(OpSuite, MatmulSharedBf16Outputs) {
                      5e-6,
                      "matmul_shared bf16 output " + std::to_string(i) + " m=" + std::to_string(m) +
                          " bf16_inputs=" + std::to_string(bf16_inputs));
+    }
+}
+
+// A random [n, k] matrix quantized as MLX does, and its values (scale·q + bias in f32).
+struct AffineCase {
+  Tensor host;
+  std::vector<float> values;
+};
+
+TEST_P(OpSuite, MatmulAffineWeights) {
+  SCOPED_TRACE(seed_note());
+  // Rows of 12 units of 32 values (fewer than a warp's lanes) and, for
+  // decode rows, of 288 (more slices of 1,024 than a device's block has
+  // warps); widths with tails for a device's columns per block; rows from
+  // decode (a device's packed GEMV, 1-4) to prefill (widened panels). Three
+  // targets of one x: two of one code width (one launch) and one of the next.
+  const int kBits[] = {2, 3, 4, 5, 6, 8};
+  const DType kParams[] = {DType::bf16, DType::f16, DType::f32};
+  int variant = 0;
+  for (int64_t k : {384, 9216})
+    for (int b = 0; b < 6; ++b)
+      for (int group : {32, 64, 128})
+        for (int64_t m : {1, 3, 4, 5, 21})
+          for (bool bf16_inputs : {false, true}) {
+            if (k > 384 && (group != 64 || m > 4 || m == 3)) continue;
+            const DType params = kParams[variant++ % 3];
+            const Input x = input({m, k});
+            const int64_t widths[] = {37, 8, 70};
+            const int bits[] = {kBits[b], kBits[b], kBits[(b + 1) % 6]};
+            std::vector<AffineCase> w;
+            std::vector<Tensor> w_dev, y;
+            std::vector<Input> bias;
+            for (int i = 0; i < 3; ++i) {
+              AffineCase c;
+              c.host = quantize_affine(random_tensor({widths[i], k}, DType::f32, rng_, 0.2f), bits[i], group, params);
+              const Tensor values = dequantize_affine(c.host);
+              c.values.assign(values.data<float>(), values.data<float>() + values.numel());
+              w_dev.push_back(backend_->upload(c.host));
+              w.push_back(std::move(c));
+              bias.push_back(input({widths[i]}));
+              y.push_back(out({m, widths[i]}));
+            }
+            std::vector<Backend::MatmulTarget> list;
+            for (int i = 0; i < 3; ++i) list.push_back({&w_dev[size_t(i)], i != 1 ? &bias[size_t(i)].dev : nullptr, &y[size_t(i)]});
+            backend_->matmul_shared(x.dev, list, bf16_inputs);
+            for (int i = 0; i < 3; ++i) {
+              expect_close(read(y[size_t(i)]),
+                           matmul_reference(x.host, w[size_t(i)].values, i != 1 ? &bias[size_t(i)].host : nullptr, m, k,
+                                            widths[i], bf16_inputs),
+                           5e-6,
+                           "target " + std::to_string(i) + ": " + std::to_string(bits[i]) + " bits, group " +
+                               std::to_string(group) + ", " + dtype_name(params) + " scales, m=" + std::to_string(m) +
+                               ", k=" + std::to_string(k) + ", bf16_inputs=" + std::to_string(bf16_inputs));
+            }
+          }
+}
+
+TEST_P(OpSuite, EmbeddingAffineTable) {
+  SCOPED_TRACE(seed_note());
+  const int64_t vocab = 50, d = 384;
+  int variant = 0;
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int group : {32, 64, 128}) {
+      const DType params = variant++ % 2 ? DType::bf16 : DType::f16;
+      const Tensor host = quantize_affine(random_tensor({vocab, d}, DType::f32, rng_), bits, group, params);
+      const Tensor values = dequantize_affine(host);
+      const Tensor table = backend_->upload(host);
+      for (int64_t n : kRows) {
+        std::vector<int32_t> ids = testing::random_ids(n, vocab, rng_);
+        if (n > 2) ids[0] = 0, ids[1] = int32_t(vocab - 1), ids[2] = ids[n - 1];  // both ends, and a repeat
+        Tensor o = out({n, d});
+        backend_->embedding(table, ids, o);
+        std::vector<float> want;
+        for (int32_t id : ids) want.insert(want.end(), values.data<float>() + id * d, values.data<float>() + (id + 1) * d);
+        expect_same(read(o), want, "embedding of " + std::to_string(n) + " ids, " + std::to_string(bits) +
+                                       " bits, group " + std::to_string(group));
+      }
     }
 }
 

@@ -17,6 +17,7 @@
 #include "engine/speculative.h"
 #include "model/model.h"
 #include "model/quantize_folder.h"
+#include "quantized_fixture.h"
 #include "test_util.h"
 
 namespace fathom {
@@ -38,19 +39,7 @@ struct Case {
   int bits = 0;  // > 0: the fixture quantized to this many bits (groups of 32)
 };
 
-// A fixture's quantized copy, written once per process.
-std::string quantized_fixture(const std::string& fixture, int bits) {
-  static std::map<std::pair<std::string, int>, std::string> made;
-  auto& dir = made[{fixture, bits}];
-  if (dir.empty()) {
-    dir = (fs::temp_directory_path() /
-           ("fathom_contract_" + fixture + "_q" + std::to_string(bits) + "_" + std::to_string(::getpid())))
-              .string();
-    fs::remove_all(dir);
-    quantize_folder((kParityDir / fixture).string(), dir, {bits, 32, ""});
-  }
-  return dir;
-}
+using testing::quantized_fixture;
 
 class MemoryContractOnFixtures : public ::testing::TestWithParam<Case> {
  protected:
@@ -112,11 +101,22 @@ TEST(MemoryContractOnAGpu, BillsTheDevicesForms) {
   EXPECT_LT(contract(Device::cpu, 1).transient_bytes(64, 300), contract(Device::cpu, 8).transient_bytes(64, 300));
   EXPECT_GE(gpu.runtime_bytes(), (int64_t(48) << 20) + 3 * ((int64_t(8) << 20) + (int64_t(256) << 10)));
   EXPECT_EQ(gpu.kv_bytes(300, 64), contract(Device::cpu, 1).kv_bytes(300, 64));
-  // Quantized weights run on the CPU only: the contract says so for a GPU.
+  // A quantized copy goes up as stored: codes, scales and biases each in an
+  // allocation of its own (the tied embedding's twice: table and head), norms in f32.
   const std::string quantized = quantized_fixture("llama3_rope_tied_bf16", 4);
-  EXPECT_THROW(MemoryContract::for_model_dir(quantized, ComputeDType::bf16, KvScheme::bf16(), 1,
-                                             WeightResidence::mapped, Device::cuda),
-               Error);
+  const MemoryContract q = MemoryContract::for_model_dir(quantized, ComputeDType::bf16, KvScheme::bf16(), 1,
+                                                         WeightResidence::mapped, Device::cuda);
+  int64_t want_quantized = 0, packed = 0;
+  for (const auto& [name, t] : read_safetensors_headers(quantized)) {
+    packed += t.dtype == "U32";
+    if (t.shape.size() == 1) want_quantized += aligned(t.shape[0] * 4);
+    else want_quantized += aligned(int64_t(t.nbytes)) * (name.find("embed_tokens") != std::string::npos ? 2 : 1);
+  }
+  EXPECT_GT(packed, 0);
+  EXPECT_EQ(q.weights_bytes(), want_quantized);
+  // Prefill chunks widen a panel of a quantized weight's rows; decode steps do not.
+  EXPECT_GT(q.backend_scratch_bytes(64, 300) - q.backend_scratch_bytes(4, 300),
+            gpu.backend_scratch_bytes(64, 300) - gpu.backend_scratch_bytes(4, 300));
 }
 
 // KV: the state's bytes after a sequence grows to its length, for schemes

@@ -2,7 +2,8 @@
 // holds on the device exactly the weights the contract predicts from the
 // headers, and prefill chunks, decode steps (recorded and replayed) and
 // several sequences at once never take more device memory than the contract
-// bills for them. Where no GPU is usable every case says it is skipped.
+// bills for them; each fixture again with its weights quantized to 4 bits
+// (MLX format). Where no GPU is usable every case says it is skipped.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "backend/cuda/device_memory.h"
 #include "engine/memory_contract.h"
 #include "model/model.h"
+#include "quantized_fixture.h"
 #include "test_util.h"
 
 namespace fathom {
@@ -19,12 +21,14 @@ namespace {
 struct MemoryCase {
   std::string fixture;
   ComputeDType dtype;
+  int bits = 0;  // > 0: the fixture's weights quantized to this many bits
 };
 
 std::vector<MemoryCase> memory_cases() {
   std::vector<MemoryCase> cases;
   for (const std::string& fixture : testing::parity_fixtures())
-    for (ComputeDType dtype : {ComputeDType::f32, ComputeDType::bf16}) cases.push_back({fixture, dtype});
+    for (ComputeDType dtype : {ComputeDType::f32, ComputeDType::bf16})
+      for (int bits : {0, 4}) cases.push_back({fixture, dtype, bits});
   return cases;
 }
 
@@ -38,7 +42,9 @@ class DeviceMemory : public ::testing::TestWithParam<MemoryCase> {
     }
   }
   std::string dir() const {
-    return (std::filesystem::path(FATHOM_FIXTURES_DIR) / "parity" / GetParam().fixture).string();
+    const MemoryCase& c = GetParam();
+    return c.bits ? testing::quantized_fixture(c.fixture, c.bits)
+                  : (std::filesystem::path(FATHOM_FIXTURES_DIR) / "parity" / c.fixture).string();
   }
   // Device bytes this process holds now: tensors and KV slabs.
   static int64_t held() { return allocated_bytes(Device::cuda) + reserved_bytes(Device::cuda); }
@@ -101,7 +107,8 @@ TEST_P(DeviceMemory, WeightsAndStepsStayWithinTheContract) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<MemoryCase>& info) {
-  std::string name = info.param.fixture + "_" + (info.param.dtype == ComputeDType::f32 ? "f32" : "bf16");
+  std::string name = info.param.fixture + "_" + (info.param.dtype == ComputeDType::f32 ? "f32" : "bf16") +
+                     (info.param.bits ? "_q" + std::to_string(info.param.bits) : "");
   std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
   return name;
 }

@@ -1,7 +1,8 @@
 // Every committed fixture model on each non-CPU backend against the CPU
 // backend on the same fresh random tokens: a whole-prompt forward, a prefill
 // followed by decode steps (KV appended and read back on the device), greedy
-// choices, and the quantized KV schemes. Where a backend cannot run (a build
+// choices, and the quantized KV schemes; and each fixture again with its
+// weights quantized to 4 bits (MLX format). Where a backend cannot run (a build
 // without it, a machine without a GPU) every case says it is skipped, by name.
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "quantized_fixture.h"
 #include "test_util.h"
 
 namespace fathom {
@@ -23,12 +25,14 @@ struct DeviceCase {
   std::string device;
   std::string fixture;
   ComputeDType dtype;
+  int bits = 0;  // > 0: the fixture's weights quantized to this many bits
 };
 
 std::vector<DeviceCase> device_cases() {
   std::vector<DeviceCase> cases;
   for (const std::string& fixture : testing::parity_fixtures())
-    for (ComputeDType dtype : {ComputeDType::f32, ComputeDType::bf16}) cases.push_back({"cuda", fixture, dtype});
+    for (ComputeDType dtype : {ComputeDType::f32, ComputeDType::bf16})
+      for (int bits : {0, 4}) cases.push_back({"cuda", fixture, dtype, bits});
   return cases;
 }
 
@@ -47,7 +51,10 @@ class DeviceParity : public ::testing::TestWithParam<DeviceCase> {
     o.dtype = GetParam().dtype;
     o.kv_scheme = scheme;
     o.device = device;
-    return load_model((std::filesystem::path(FATHOM_FIXTURES_DIR) / "parity" / GetParam().fixture).string(), o);
+    const DeviceCase& c = GetParam();
+    return load_model(c.bits ? testing::quantized_fixture(c.fixture, c.bits)
+                             : (std::filesystem::path(FATHOM_FIXTURES_DIR) / "parity" / c.fixture).string(),
+                      o);
   }
 
   // f32 compute agrees to 1e-4 per position. bf16 compute rounds every
@@ -217,7 +224,8 @@ TEST_P(DeviceParity, ReplayedStepsEqualEagerStepsBitForBit) {
 
 std::string case_name(const ::testing::TestParamInfo<DeviceCase>& info) {
   std::string name = info.param.device + "_" + info.param.fixture + "_" +
-                     (info.param.dtype == ComputeDType::f32 ? "f32" : "bf16");
+                     (info.param.dtype == ComputeDType::f32 ? "f32" : "bf16") +
+                     (info.param.bits ? "_q" + std::to_string(info.param.bits) : "");
   std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
   return name;
 }

@@ -141,6 +141,15 @@ void CudaBackend::copy_to_device(void* dst, const void* host, size_t bytes) {
 }
 
 Tensor CudaBackend::upload_impl(const Tensor& host) {
+  if (host.dtype() == DType::affine) {
+    // Codes, scales and biases each as they are stored.
+    const AffineQuant& q = host.affine_quant();
+    const int64_t cols = host.dim(-1), rows = host.numel() / cols, groups = cols / q.group_size;
+    const Tensor codes = Tensor::borrow(host.raw(), {rows, cols * q.bits / 32}, DType::u32, nullptr);
+    AffineQuant placed{q.bits, q.group_size, upload_impl(q.scales.reshape({rows, groups})),
+                       upload_impl(q.biases.reshape({rows, groups}))};
+    return Tensor::affine(upload_impl(codes), cols, std::move(placed), "upload").reshape(host.shape());
+  }
   if (recorder_) return arena_.upload(host);
   Tensor t = empty_impl(host.shape(), host.dtype());
   copy_to_device(t.raw(), host.raw(), host.nbytes());
@@ -340,43 +349,43 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
   const int64_t M = x.dim(0), K = x.dim(1);
   if (M == 0) return;
   const auto by_gemv = [&](const MatmulTarget& t) { return bf16_inputs && gemv_enabled_ && gemv_suits(M, K, *t.w); };
+  const bool affine_gemv_rows = M <= cuda_memory::kAffineGemvMaxRows;
+  const auto affine = [](const MatmulTarget& t) { return t.w->dtype() == DType::affine; };
   std::vector<GemvOutput> gemv;
-  for (const MatmulTarget& t : targets)
+  std::vector<const MatmulTarget*> packed;  // quantized weights read by the GEMV
+  bool rounded_x = false, f32_weights = false;  // what the cuBLAS targets need of x
+  for (const MatmulTarget& t : targets) {
     if (by_gemv(t)) gemv.push_back({t.w, t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>()});
+    else if (affine(t) && affine_gemv_rows) packed.push_back(&t);
+    else {
+      rounded_x = bf16_inputs;
+      f32_weights = f32_weights || t.w->dtype() == DType::f32;
+    }
+  }
   // bf16 compute rounds x once: bf16 products, f32 sums (cuBLAS with f32
-  // compute); the GEMV rounds its row itself.
+  // compute); the GEMVs round their rows themselves.
   __nv_bfloat16* xb = nullptr;
   float* x_rounded = nullptr;
-  if (bf16_inputs && gemv.size() < targets.size()) {
+  if (rounded_x) {
     // x rounded but kept in f32 only for f32 weights.
-    const bool f32_weights = std::any_of(targets.begin(), targets.end(),
-                                         [](const MatmulTarget& t) { return t.w->dtype() != DType::bf16; });
     xb = static_cast<__nv_bfloat16*>(scratch(kRoundedX, size_t(M * K) * 2 + size_t(M * K) * 4));
     if (f32_weights) x_rounded = reinterpret_cast<float*>(xb + ((M * K + 1) / 2) * 2);
     launch("matmul: round x to bf16", round_to_bf16, blocks_for(M * K), 256, 0, x.data<float>(), M * K, xb, x_rounded);
   }
   if (!gemv.empty()) gemv_bf16(x.data<float>(), K, gemv);
+  if (!packed.empty()) affine_gemv(x, packed, bf16_inputs);
   for (const MatmulTarget& t : targets) {
-    if (by_gemv(t)) continue;
+    if (by_gemv(t) || (affine(t) && affine_gemv_rows)) continue;
     const int64_t N = t.w->dim(0);
     float* y = t.y->data<float>();
     const float* bias = t.bias ? t.bias->data<float>() : nullptr;
     const bool w_bf16 = t.w->dtype() == DType::bf16;
-    if (bf16_inputs || !w_bf16) {
-      // cuBLAS, column-major view: yᵀ [N, M] = w [N, K] (stored as K×N) transposed × xᵀ [K, M].
+    if (affine(t)) {
+      affine_panels(t, M, K, bf16_inputs ? static_cast<const void*>(xb) : x.data<float>(), bf16_inputs);
+    } else if (bf16_inputs || !w_bf16) {
       // bf16 products (both inputs bf16) or exact f32 ones (f32 weights).
-      const void* w = t.w->raw();
       const void* xs = w_bf16 ? static_cast<const void*>(xb) : bf16_inputs ? x_rounded : x.data<float>();
-      const cudaDataType type = w_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-      const cublasComputeType_t compute = w_bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
-      enqueue({2, uint64_t(uintptr_t(w)), uint64_t(uintptr_t(xs)), uint64_t(uintptr_t(y)), uint64_t(M), uint64_t(N),
-               uint64_t(K), uint64_t(type)},
-              [=, h = ctx_->cublas](cudaStream_t) {
-                const float one = 1.0f, zero = 0.0f;
-                check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, type, int(K),
-                                          xs, type, int(K), &zero, y, CUDA_R_32F, int(N), compute, CUBLAS_GEMM_DEFAULT),
-                             "matmul");
-              });
+      gemm(t.w->raw(), xs, w_bf16 ? CUDA_R_16BF : CUDA_R_32F, M, N, K, y, N, false);
     } else {
       const dim3 grid(unsigned((N + 31) / 32), unsigned((M + 31) / 32)), block(32, 8);
       launch("matmul: f32 activations × bf16 weights", matmul_tiled<__nv_bfloat16>, grid, block, 0, x.data<float>(),
@@ -385,6 +394,20 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
     }
     if (bias) launch("matmul: bias", add_bias, blocks_for(M * N), 256, 0, y, bias, M, N);
   }
+}
+
+void CudaBackend::gemm(const void* w, const void* xs, cudaDataType type, int64_t M, int64_t N, int64_t K, float* y,
+                       int64_t ldy, bool accumulate) {
+  // Column-major view: yᵀ [N, M] = w [N, K] (stored as K×N) transposed × xᵀ [K, M].
+  const cublasComputeType_t compute = type == CUDA_R_16BF ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
+  enqueue({2, uint64_t(uintptr_t(w)), uint64_t(uintptr_t(xs)), uint64_t(uintptr_t(y)), uint64_t(M), uint64_t(N),
+           uint64_t(K), uint64_t(type), uint64_t(ldy), uint64_t(accumulate)},
+          [=, h = ctx_->cublas](cudaStream_t) {
+            const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+            check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, type, int(K), xs,
+                                      type, int(K), &beta, y, CUDA_R_32F, int(ldy), compute, CUBLAS_GEMM_DEFAULT),
+                         "matmul");
+          });
 }
 
 }  // namespace fathom::cuda

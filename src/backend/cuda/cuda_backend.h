@@ -186,6 +186,19 @@ class CudaBackend final : public Backend {
   };
   static bool gemv_suits(int64_t M, int64_t K, const Tensor& w);
   void gemv_bf16(const float* x, int64_t K, std::span<const GemvOutput> outputs);
+  // y (+ bias) = x · wᵀ over quantized weights (affine_matmul.cu): up to
+  // cuda_memory::kAffineGemvMaxRows rows of x from the packed codes, the
+  // targets of one code width together; longer x one target at a time, its
+  // weight widened a panel of rows at a time for cuBLAS (xs: x rounded to
+  // bf16 in bf16 compute, else x).
+  void affine_gemv(const Tensor& x, std::span<const MatmulTarget* const> targets, bool bf16_inputs);
+  void affine_panels(const MatmulTarget& t, int64_t M, int64_t K, const void* xs, bool bf16_inputs);
+  // out[i] = the dequantized row ids[i] (device ids) of a quantized table.
+  void affine_embedding(const Tensor& table, const int32_t* ids, int64_t n, Tensor& out);
+  // y[M, N] (row stride ldy) = x[M, K] · w[N, K]ᵀ, or y += that, through
+  // cuBLAS: both of `type` (bf16 with f32 sums, or f32 with exact f32 products).
+  void gemm(const void* w, const void* xs, cudaDataType type, int64_t M, int64_t N, int64_t K, float* y, int64_t ldy,
+            bool accumulate);
   // A recorded step runs in pieces (step_graph.h): the first of
   // kFirstPieceCalls calls, each next one twice as long as the one before.
   static constexpr size_t kFirstPieceCalls = 8;
@@ -234,6 +247,6 @@ class CudaBackend final : public Backend {
 };
 
 // Slots of CudaBackend::stage / scratch.
-enum Slot : int { kIds, kRows, kWeights, kBlockTable, kRowRefs, kRoundedX, kRotatedQ, kPartials };
+enum Slot : int { kIds, kRows, kWeights, kBlockTable, kRowRefs, kRoundedX, kRotatedQ, kPartials, kDequantPanel };
 
 }  // namespace fathom::cuda

@@ -351,9 +351,11 @@ void CudaBackend::embedding_impl(const Tensor& table, const std::vector<int32_t>
       launch("embedding", embedding_kernel<__half>, blocks(n * d), kThreads, 0, static_cast<const __half*>(table.raw()),
              dev_ids, n, d, out.data<float>());
       break;
+    case DType::affine:
+      affine_embedding(table, dev_ids, n, out);
+      break;
     case DType::i32:
     case DType::u32:
-    case DType::affine:
       fail("embedding: a ", dtype_name(table.dtype()), " table is not supported on cuda");
   }
 }

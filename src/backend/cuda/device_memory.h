@@ -18,6 +18,19 @@ inline constexpr int64_t kArenaTensorBytes = int64_t(8) << 20, kArenaStageBytes 
 // of kMinSplitKeys keys.
 inline constexpr int64_t kMaxPartialRows = int64_t(1) << 18, kMinSplitKeys = 32;
 
+// Matmuls over quantized (MLX affine) weights: up to this many rows of x read
+// the packed codes directly; longer steps widen the weight a panel of rows at
+// a time into a scratch of at most kDequantPanelBytes (one row at least), 4
+// bytes a value (f32, or the two bf16 halves of it).
+inline constexpr int64_t kAffineGemvMaxRows = 4;
+inline constexpr int64_t kDequantPanelBytes = int64_t(32) << 20;
+
+// The panel an n × k weight is widened through.
+inline constexpr int64_t dequant_panel_bytes(int64_t n, int64_t k) {
+  const int64_t row = k * 4, rows = kDequantPanelBytes / row > 0 ? kDequantPanelBytes / row : 1;
+  return (rows < n ? rows : n) * row;
+}
+
 inline constexpr int64_t aligned(int64_t bytes) {
   return (bytes + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
 }

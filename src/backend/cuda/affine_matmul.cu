@@ -1,0 +1,359 @@
+// Matmuls and table lookups over MLX affine-quantized weights on the GPU:
+// codes packed little-endian into u32 words along each row, a scale and a
+// bias per group of 32, 64 or 128 values (value = scale·q + bias in f32).
+//
+// Decode steps (up to cuda_memory::kAffineGemvMaxRows rows of x) read the packed codes
+// directly: a step's time there is the weight bytes it reads, and a 4-bit
+// weight is a quarter of a bf16 one. Per group, y += scale·Σ x·q + bias·Σ x,
+// so the codes are multiplied as the small integers they are. Longer steps
+// widen a panel of weight rows at a time into scratch and hand it to cuBLAS,
+// so a prefill chunk reuses each widened panel for all its rows: the f32
+// values for f32 compute, and for bf16 compute each value split into two
+// bf16 halves whose products with bf16 x are exact (two bf16 GEMMs at the
+// tensor cores' pace instead of one f32 GEMM at a tenth of it). Either way W
+// is scale·q + bias in f32, as on the CPU; bf16 compute rounds only x.
+#include <algorithm>
+
+#include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
+
+namespace fathom::cuda {
+namespace {
+
+// How a tensor of scales or biases stores its values.
+enum class ParamType : int { f32, bf16, f16 };
+
+ParamType param_type(DType t) {
+  switch (t) {
+    case DType::f32: return ParamType::f32;
+    case DType::bf16: return ParamType::bf16;
+    case DType::f16: return ParamType::f16;
+    default: fail("affine weights: scales of dtype ", dtype_name(t), " (f32, bf16 or f16)");
+  }
+}
+
+__device__ __forceinline__ float param_at(const void* p, ParamType type, int64_t i) {
+  switch (type) {
+    case ParamType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case ParamType::f16: return __half2float(static_cast<const __half*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+// A unit is 32 consecutive values of a row: `Bits` words of codes, inside one
+// group (groups are 32-128 values). A row is K·Bits/32 words with K a
+// multiple of 32, so a unit starts at a multiple of 4·Bits bytes: 16-byte
+// loads for 4 and 8 bits, 8-byte loads for 2 and 6, words for 3 and 5.
+template <int Bits>
+__device__ __forceinline__ void load_unit(const uint32_t* p, uint32_t (&w)[Bits]) {
+  if constexpr (Bits % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < Bits / 4; ++i) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(p) + i);
+      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+    }
+  } else if constexpr (Bits % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < Bits / 2; ++i) {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(p) + i);
+      w[2 * i] = v.x, w[2 * i + 1] = v.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < Bits; ++i) w[i] = __ldg(p + i);
+  }
+}
+
+// Code i of a unit as a float (i is a constant once the caller's loop is
+// unrolled, so the shifts are immediates): the bits of q laid into the
+// mantissa of 2^23 and 2^23 taken off, which is exact and cheaper than a
+// conversion. A code may straddle two words (3, 5 and 6 bits).
+template <int Bits>
+__device__ __forceinline__ float code_at(const uint32_t (&w)[Bits], int i) {
+  constexpr uint32_t kMask = (1u << Bits) - 1u;
+  const int bit = i * Bits, word = bit / 32, shift = bit % 32;
+  uint32_t q = w[word] >> shift;
+  if (shift + Bits > 32) q |= w[word + 1 < Bits ? word + 1 : word] << (32 - shift);
+  return __uint_as_float((q & kMask) | 0x4b000000u) - 8388608.0f;
+}
+
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// x's 32 values of unit u (16-byte aligned: K is a multiple of 32), rounded
+// to bf16 values when asked, and their sum.
+__device__ __forceinline__ float load_x_unit(const float* row, int64_t u, bool round, float (&v)[32]) {
+  const float4* p = reinterpret_cast<const float4*>(row) + u * 8;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float4 a = __ldg(p + j);
+    v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = a.z, v[4 * j + 3] = a.w;
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    if (round) v[i] = round_bf16(v[i]);
+    sum += v[i];
+  }
+  return sum;
+}
+
+constexpr int kGemvOutputs = 4;   // outputs (q/k/v, gate/up) per launch
+constexpr int kGemvMaxWarps = 8;  // warps per block, each over its own slices of K
+
+// Output columns per block. Each lane holds its unit of x (32 values a row
+// of x) in registers and walks the block's columns, with every column's
+// codes loaded before any is multiplied: 32 words of codes in flight a lane.
+constexpr int columns_per_block(int bits, int rows) { return 32 / bits / rows > 0 ? 32 / bits / rows : 1; }
+
+struct GemvOutput {
+  const uint32_t* codes;
+  const void* scales;
+  const void* biases;
+  ParamType params;
+  int group;
+  const float* bias;  // or null
+  float* y;           // [M, n]
+  int64_t n;
+};
+
+// The outputs of one launch: blocks [first_block[i], first_block[i + 1]) compute output i.
+struct GemvLaunch {
+  GemvOutput out[kGemvOutputs];
+  int64_t first_block[kGemvOutputs + 1];
+  int count;
+};
+
+// y[m, n] = Σ_k x[m, k]·(scale·q + bias) for m < M ≤ Rows. A block takes
+// columns_per_block columns; its warps split K in slices of 32 units (one a
+// lane, 1,024 values), so x is read once per block and warp, and the
+// columns' partial sums meet across lanes, then across warps in shared memory.
+template <int Bits, int Rows>
+__global__ void __launch_bounds__(32 * kGemvMaxWarps)
+    affine_gemv_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
+  constexpr int C = columns_per_block(Bits, Rows);
+  __shared__ float partial[kGemvMaxWarps][Rows][C];
+  GemvOutput o = launch.out[0];
+  int64_t first = 0;
+#pragma unroll
+  for (int i = 1; i < kGemvOutputs; ++i)
+    if (i < launch.count && blockIdx.x >= launch.first_block[i]) o = launch.out[i], first = launch.first_block[i];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int64_t n0 = (int64_t(blockIdx.x) - first) * C;
+  const int64_t units = K / 32, words = units * Bits, groups = K / o.group;
+  // Columns past the end read the last one again and are not written.
+  int64_t col[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) col[c] = n0 + c < o.n ? n0 + c : o.n - 1;
+  float acc[Rows][C];
+#pragma unroll
+  for (int m = 0; m < Rows; ++m)
+#pragma unroll
+    for (int c = 0; c < C; ++c) acc[m][c] = 0.0f;
+  for (int64_t u = int64_t(warp) * 32 + lane; u < units; u += int64_t(warps) * 32) {
+    uint32_t w[C][Bits];
+    float scale[C], bias[C];
+    const int64_t g = u * 32 / o.group;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      load_unit<Bits>(o.codes + col[c] * words + u * Bits, w[c]);
+      scale[c] = param_at(o.scales, o.params, col[c] * groups + g);
+      bias[c] = param_at(o.biases, o.params, col[c] * groups + g);
+    }
+#pragma unroll
+    for (int m = 0; m < Rows; ++m) {
+      if (m >= M) break;
+      float xv[32];
+      const float sum = load_x_unit(x + m * K, u, round_x, xv);
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        float even = 0.0f, odd = 0.0f;  // two chains: the FMAs' latency overlaps
+#pragma unroll
+        for (int i = 0; i < 32; i += 2) {
+          even = fmaf(xv[i], code_at<Bits>(w[c], i), even);
+          odd = fmaf(xv[i + 1], code_at<Bits>(w[c], i + 1), odd);
+        }
+        acc[m][c] = fmaf(scale[c], even + odd, fmaf(bias[c], sum, acc[m][c]));
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < Rows; ++m)
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      float v = acc[m][c];
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+      if (lane == 0) partial[warp][m][c] = v;
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < Rows * C; i += blockDim.x) {
+    const int m = i / C, c = i % C;
+    if (m >= M || n0 + c >= o.n) continue;
+    float v = 0.0f;
+    for (int w = 0; w < warps; ++w) v += partial[w][m][c];
+    o.y[m * o.n + n0 + c] = v + (o.bias ? o.bias[n0 + c] : 0.0f);
+  }
+}
+
+__device__ __forceinline__ void store_unit(float* out, float*, const float (&v)[32]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    reinterpret_cast<float4*>(out)[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+}
+
+// 8 values as bf16 into a 16-byte store.
+__device__ __forceinline__ uint4 pack_bf16x8(const float* v) {
+  uint32_t packed[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    packed[i] = *reinterpret_cast<const uint32_t*>(&pair);
+  }
+  return make_uint4(packed[0], packed[1], packed[2], packed[3]);
+}
+
+// Each value v as two bf16 values, hi = bf16(v) and lo = bf16(v − hi):
+// hi + lo is v to within 2^-17 of it, and x·hi + x·lo are exact f32
+// products for a bf16 x, so two bf16 GEMMs multiply the f32 values.
+__device__ __forceinline__ void store_unit(__nv_bfloat16* hi, __nv_bfloat16* lo, const float (&v)[32]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float h[8], l[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      h[i] = __bfloat162float(__float2bfloat16_rn(v[8 * j + i]));
+      l[i] = v[8 * j + i] - h[i];
+    }
+    reinterpret_cast<uint4*>(hi)[j] = pack_bf16x8(h);
+    reinterpret_cast<uint4*>(lo)[j] = pack_bf16x8(l);
+  }
+}
+
+// out[r, :] = the values of weight row ids[r] (or first + r without ids),
+// scale·q + bias in f32: as f32, or split into bf16 halves (out and lo, both
+// [rows, K]). A thread per unit of 32 values.
+template <int Bits, typename Out>
+__global__ void affine_rows_kernel(const uint32_t* codes, const void* scales, const void* biases, ParamType params,
+                                   int group, int64_t K, const int32_t* ids, int64_t first, int64_t rows, Out* out,
+                                   Out* lo) {
+  const int64_t units = K / 32, groups = K / group;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * units;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / units, u = i % units, src = ids ? ids[r] : first + r;
+    uint32_t w[Bits];
+    load_unit<Bits>(codes + src * units * Bits + u * Bits, w);
+    const int64_t g = src * groups + u * 32 / group;
+    const float scale = param_at(scales, params, g), bias = param_at(biases, params, g);
+    float v[32];
+#pragma unroll
+    for (int j = 0; j < 32; ++j) v[j] = fmaf(code_at<Bits>(w, j), scale, bias);
+    store_unit(out + r * K + u * 32, lo ? lo + r * K + u * 32 : nullptr, v);
+  }
+}
+
+int blocks_for(int64_t n, int threads = 256) {
+  return int(std::clamp<int64_t>((n + threads - 1) / threads, 1, 65535));
+}
+
+// Calls f with the code width as a constant.
+template <typename F>
+void with_bits(int bits, F&& f) {
+  switch (bits) {
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    default: fail("affine weights: ", bits, "-bit codes (2, 3, 4, 5, 6 or 8)");
+  }
+}
+
+// The vector loads want a unit's words aligned to their width.
+void check_codes_aligned(const Tensor& w, const char* op) {
+  check(reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0, op, ": quantized codes at ", w.raw(),
+        " are not 16-byte aligned");
+}
+
+}  // namespace
+
+void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* const> targets, bool bf16_inputs) {
+  const int64_t M = x.dim(0), K = x.dim(1);
+  check(M <= cuda_memory::kAffineGemvMaxRows, "matmul: the quantized GEMV takes at most ",
+        cuda_memory::kAffineGemvMaxRows, " rows, got ", M);
+  const int rows = M == 1 ? 1 : int(cuda_memory::kAffineGemvMaxRows);
+  const int64_t slices = (K / 32 + 31) / 32;
+  const dim3 block(unsigned(32 * std::min<int64_t>(slices, kGemvMaxWarps)));
+  // One launch per run of up to kGemvOutputs targets of one code width.
+  for (size_t first = 0; first < targets.size();) {
+    const int bits = targets[first]->w->affine_quant().bits;
+    const int64_t columns = columns_per_block(bits, rows);
+    GemvLaunch args{};
+    size_t next = first;
+    while (next < targets.size() && args.count < kGemvOutputs && targets[next]->w->affine_quant().bits == bits) {
+      const MatmulTarget& t = *targets[next++];
+      const AffineQuant& q = t.w->affine_quant();
+      check_codes_aligned(*t.w, "matmul");
+      const int64_t n = t.w->dim(0);
+      args.out[args.count] = {t.w->data<uint32_t>(), q.scales.raw(),    q.biases.raw(), param_type(q.scales.dtype()),
+                              q.group_size,          t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>(), n};
+      args.first_block[args.count + 1] = args.first_block[args.count] + (n + columns - 1) / columns;
+      ++args.count;
+    }
+    first = next;
+    const dim3 grid(unsigned(args.first_block[args.count]));
+    with_bits(bits, [&](auto b) {
+      constexpr int B = decltype(b)::value;
+      if (rows == 1) launch("matmul: quantized gemv", affine_gemv_kernel<B, 1>, grid, block, 0, args, x.data<float>(), M,
+                            K, bf16_inputs);
+      else launch("matmul: quantized gemv", affine_gemv_kernel<B, cuda_memory::kAffineGemvMaxRows>, grid, block, 0,
+                  args, x.data<float>(), M, K, bf16_inputs);
+    });
+  }
+}
+
+void CudaBackend::affine_panels(const MatmulTarget& t, int64_t M, int64_t K, const void* xs, bool bf16_inputs) {
+  const Tensor& w = *t.w;
+  const AffineQuant& q = w.affine_quant();
+  check_codes_aligned(w, "matmul");
+  const int64_t N = w.dim(0), panel_bytes = cuda_memory::dequant_panel_bytes(N, K);
+  const int64_t rows = panel_bytes / (K * 4);
+  void* panel = scratch(kDequantPanel, size_t(panel_bytes));
+  float* y = t.y->data<float>();
+  for (int64_t n0 = 0; n0 < N; n0 += rows) {
+    const int64_t r = std::min(rows, N - n0);
+    auto* hi = static_cast<__nv_bfloat16*>(panel);
+    with_bits(q.bits, [&](auto b) {
+      constexpr int B = decltype(b)::value;
+      const int grid = blocks_for(r * K / 32);
+      if (bf16_inputs)
+        launch("matmul: widen quantized rows", affine_rows_kernel<B, __nv_bfloat16>, grid, 256, 0, w.data<uint32_t>(),
+               q.scales.raw(), q.biases.raw(), param_type(q.scales.dtype()), q.group_size, K, nullptr, n0, r, hi,
+               hi + r * K);
+      else
+        launch("matmul: widen quantized rows", affine_rows_kernel<B, float>, grid, 256, 0, w.data<uint32_t>(),
+               q.scales.raw(), q.biases.raw(), param_type(q.scales.dtype()), q.group_size, K, nullptr, n0, r,
+               static_cast<float*>(panel), static_cast<float*>(nullptr));
+    });
+    if (bf16_inputs) {
+      // x·hi, then + x·lo: bf16 products exact in f32, f32 sums.
+      gemm(hi, xs, CUDA_R_16BF, M, r, K, y + n0, N, false);
+      gemm(hi + r * K, xs, CUDA_R_16BF, M, r, K, y + n0, N, true);
+    } else {
+      gemm(panel, xs, CUDA_R_32F, M, r, K, y + n0, N, false);
+    }
+  }
+}
+
+void CudaBackend::affine_embedding(const Tensor& table, const int32_t* ids, int64_t n, Tensor& out) {
+  const AffineQuant& q = table.affine_quant();
+  check_codes_aligned(table, "embedding");
+  const int64_t d = table.dim(1);
+  with_bits(q.bits, [&](auto b) {
+    constexpr int B = decltype(b)::value;
+    launch("embedding: quantized rows", affine_rows_kernel<B, float>, blocks_for(n * d / 32), 256, 0,
+           table.data<uint32_t>(), q.scales.raw(), q.biases.raw(), param_type(q.scales.dtype()), q.group_size, d, ids,
+           int64_t(0), n, out.data<float>(), static_cast<float*>(nullptr));
+  });
+}
+
+}  // namespace fathom::cuda
