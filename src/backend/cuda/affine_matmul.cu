@@ -64,17 +64,63 @@ __device__ __forceinline__ void load_unit(const uint32_t* p, uint32_t (&w)[Bits]
   }
 }
 
+// A float whose bits are 2^23's exponent over an integer v < 2^23 in its
+// mantissa, less 2^23: exactly v.
+__device__ __forceinline__ float mantissa_value(uint32_t bits) { return __uint_as_float(bits) - 8388608.0f; }
+
 // Code i of a unit as a float (i is a constant once the caller's loop is
-// unrolled, so the shifts are immediates): the bits of q laid into the
-// mantissa of 2^23 and 2^23 taken off, which is exact and cheaper than a
-// conversion. A code may straddle two words (3, 5 and 6 bits).
+// unrolled, so the shifts are immediates), through mantissa_value: cheaper
+// than a conversion. A code may straddle two words (3, 5 and 6 bits).
 template <int Bits>
 __device__ __forceinline__ float code_at(const uint32_t (&w)[Bits], int i) {
   constexpr uint32_t kMask = (1u << Bits) - 1u;
   const int bit = i * Bits, word = bit / 32, shift = bit % 32;
   uint32_t q = w[word] >> shift;
   if (shift + Bits > 32) q |= w[word + 1 < Bits ? word + 1 : word] << (32 - shift);
-  return __uint_as_float((q & kMask) | 0x4b000000u) - 8388608.0f;
+  return mantissa_value((q & kMask) | 0x4b000000u);
+}
+
+// Σ x[i]·q[i] over a unit's 32 codes. The decode's integer work is what
+// limits a GEMV over 4-bit codes (8 values a word), so 4 and 8 bits take
+// their codes without shifting each one: 4-bit codes are masked in place
+// while they fit the mantissa (nibbles 0-4 read q·16^j; nibbles 5-7 after one
+// shift of the word), each place summed apart and scaled back by its power
+// of 2 (exact); an 8-bit code is one byte permute into the mantissa.
+template <int Bits>
+__device__ __forceinline__ float dot_unit(const float (&x)[32], const uint32_t (&w)[Bits]) {
+  if constexpr (Bits == 4) {
+    float place[5] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t high = w[i] >> 12;  // nibbles 5, 6, 7 at 8, 12, 16
+#pragma unroll
+      for (int j = 0; j < 5; ++j)
+        place[j] = fmaf(x[8 * i + j], mantissa_value((w[i] & (0xfu << (4 * j))) | 0x4b000000u), place[j]);
+#pragma unroll
+      for (int j = 5; j < 8; ++j)
+        place[j - 3] = fmaf(x[8 * i + j], mantissa_value((high & (0xfu << (4 * (j - 3)))) | 0x4b000000u), place[j - 3]);
+    }
+    return place[0] + place[1] * 0x1p-4f + place[2] * 0x1p-8f + place[3] * 0x1p-12f + place[4] * 0x1p-16f;
+  } else if constexpr (Bits == 8) {
+    float even = 0.0f, odd = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; j += 2) {
+        // Bytes j of w, 0, 0, 0x4b (of 0x4b000000's bytes 4-7).
+        even = fmaf(x[4 * i + j], mantissa_value(__byte_perm(w[i], 0x4b000000u, 0x7540 + j)), even);
+        odd = fmaf(x[4 * i + j + 1], mantissa_value(__byte_perm(w[i], 0x4b000000u, 0x7540 + j + 1)), odd);
+      }
+    return even + odd;
+  } else {
+    float even = 0.0f, odd = 0.0f;  // two chains: the FMAs' latency overlaps
+#pragma unroll
+    for (int i = 0; i < 32; i += 2) {
+      even = fmaf(x[i], code_at<Bits>(w, i), even);
+      odd = fmaf(x[i + 1], code_at<Bits>(w, i + 1), odd);
+    }
+    return even + odd;
+  }
 }
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
@@ -165,15 +211,7 @@ __global__ void __launch_bounds__(32 * kGemvMaxWarps)
       float xv[32];
       const float sum = load_x_unit(x + m * K, u, round_x, xv);
 #pragma unroll
-      for (int c = 0; c < C; ++c) {
-        float even = 0.0f, odd = 0.0f;  // two chains: the FMAs' latency overlaps
-#pragma unroll
-        for (int i = 0; i < 32; i += 2) {
-          even = fmaf(xv[i], code_at<Bits>(w[c], i), even);
-          odd = fmaf(xv[i + 1], code_at<Bits>(w[c], i + 1), odd);
-        }
-        acc[m][c] = fmaf(scale[c], even + odd, fmaf(bias[c], sum, acc[m][c]));
-      }
+      for (int c = 0; c < C; ++c) acc[m][c] = fmaf(scale[c], dot_unit<Bits>(xv, w[c]), fmaf(bias[c], sum, acc[m][c]));
     }
   }
 #pragma unroll
