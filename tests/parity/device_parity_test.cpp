@@ -69,13 +69,26 @@ class DeviceParity : public ::testing::TestWithParam<DeviceCase> {
     return std::max(3e-2, 2 * drift);
   }
 
-  static void expect_rows_close(const Tensor& got, const Tensor& want, double tolerance, const std::string& what) {
+  // Every row within the bound, or up to `loose` rows within ten times it.
+  static void expect_rows_close(const Tensor& got, const Tensor& want, double tolerance, int loose,
+                                const std::string& what) {
     ASSERT_EQ(got.shape(), want.shape()) << what;
     const int64_t vocab = want.dim(1);
-    for (int64_t r = 0; r < want.dim(0); ++r)
-      EXPECT_LT(relative_error(got.data<float>() + r * vocab, want.data<float>() + r * vocab, vocab), tolerance)
-          << what << ", row " << r;
+    int loose_rows = 0;
+    for (int64_t r = 0; r < want.dim(0); ++r) {
+      const double error = relative_error(got.data<float>() + r * vocab, want.data<float>() + r * vocab, vocab);
+      if (error >= tolerance && loose_rows < loose) {
+        ++loose_rows;
+        EXPECT_LT(error, 10 * tolerance) << what << ", row " << r;
+      } else {
+        EXPECT_LT(error, tolerance) << what << ", row " << r;
+      }
+    }
   }
+  // In bf16, a mixture of experts may route a token differently on the two
+  // backends (a near tie between experts decided by rounding): such a row
+  // moves by far more than rounding.
+  bool routed(const Model& m) const { return GetParam().dtype == ComputeDType::bf16 && m.config().num_experts > 0; }
 };
 
 TEST_P(DeviceParity, ForwardMatchesTheCpu) {
@@ -87,7 +100,7 @@ TEST_P(DeviceParity, ForwardMatchesTheCpu) {
   auto cpu_state = cpu->new_state(64), device_state = device->new_state(64);
   const Tensor want = cpu->forward(ids, *cpu_state, true);
   const Tensor got = device->forward(ids, *device_state, true);
-  expect_rows_close(got, want, tolerance(), "whole prompt");
+  expect_rows_close(got, want, tolerance(), routed(*cpu) ? 2 : 0, "whole prompt");
 }
 
 TEST_P(DeviceParity, DecodeStepsMatchTheCpuAndPickTheSameTokens) {
@@ -99,15 +112,13 @@ TEST_P(DeviceParity, DecodeStepsMatchTheCpuAndPickTheSameTokens) {
   auto cpu_state = cpu->new_state(64), device_state = device->new_state(64);
   std::vector<int32_t> ids = testing::random_ids(13, vocab, rng);
   Tensor want = cpu->forward(ids, *cpu_state, false), got = device->forward(ids, *device_state, false);
-  // In bf16, a mixture of experts may route one token differently on the two
-  // backends (a near tie between experts decided by rounding): such a step
-  // moves the logits by far more than rounding. Two of ten steps may, within
-  // ten times the bound; every other model and dtype holds every step.
-  const bool routed = GetParam().dtype == ComputeDType::bf16 && cpu->config().num_experts > 0;
+  // A routed token (above) may move two of ten steps, within ten times the
+  // bound; every other model and dtype holds every step.
+  const bool routed_steps = routed(*cpu);
   int loose_steps = 0;
   for (int step = 0; step < 10; ++step) {
     const double error = relative_error(got.data<float>(), want.data<float>(), vocab);
-    if (routed && error >= tolerance()) {
+    if (routed_steps && error >= tolerance()) {
       ++loose_steps;
       EXPECT_LT(error, 10 * tolerance()) << "step " << step;
       EXPECT_LE(loose_steps, 2) << "step " << step << ": too many steps beyond " << tolerance();

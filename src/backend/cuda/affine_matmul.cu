@@ -143,20 +143,21 @@ __device__ __forceinline__ float load_x_unit(const float* row, int64_t u, bool r
   return sum;
 }
 
-constexpr int kGemvOutputs = 4;   // outputs (q/k/v, gate/up) per launch
-constexpr int kGemvMaxWarps = 8;  // warps per block, each over its own slices of K
+constexpr int kGemvOutputs = 4;  // outputs (q/k/v, gate/up) per launch
+constexpr int kGemvWarps = 8;    // warps per block
+constexpr int kGemvUnroll = 4;   // units of codes in flight per lane and column
 
-// Output columns per block. Each lane holds its unit of x (32 values a row
-// of x) in registers and walks the block's columns, with every column's
-// codes loaded before any is multiplied: 32 words of codes in flight a lane.
-constexpr int columns_per_block(int bits, int rows) { return 32 / bits / rows > 0 ? 32 / bits / rows : 1; }
+// Output columns per warp: a lane's unit of x serves that many weight rows
+// (x comes from L1: at 4 bits and below one f32 of x per weight value would
+// be several times the codes' bytes).
+constexpr int columns_per_warp(int bits) { return bits <= 4 ? 2 : 1; }
 
 struct GemvOutput {
   const uint32_t* codes;
   const void* scales;
   const void* biases;
   ParamType params;
-  int group;
+  int group_shift;  // log2 of the group size: a group index is a shift, not a 64-bit division
   const float* bias;  // or null
   float* y;           // [M, n]
   int64_t n;
@@ -169,66 +170,191 @@ struct GemvLaunch {
   int count;
 };
 
-// y[m, n] = Σ_k x[m, k]·(scale·q + bias) for m < M ≤ Rows. A block takes
-// columns_per_block columns; its warps split K in slices of 32 units (one a
-// lane, 1,024 values), so x is read once per block and warp, and the
-// columns' partial sums meet across lanes, then across warps in shared memory.
+// y[m, n] = Σ_k x[m, k]·(scale·q + bias) for m < M ≤ Rows. A warp takes
+// columns_per_warp(Bits) columns over all of K, its lanes every 32nd unit,
+// kGemvUnroll units' codes loaded before any is multiplied. As the bf16
+// GEMV: few registers and many warps, so that each SM has loads in flight
+// while other warps unpack and multiply (a first version, whose warps held
+// 8 columns' codes and split K, ran at a sixth of the memory's pace).
 template <int Bits, int Rows>
-__global__ void __launch_bounds__(32 * kGemvMaxWarps)
+__global__ void __launch_bounds__(32 * kGemvWarps, Rows == 1 ? 2 : 1)
     affine_gemv_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
-  constexpr int C = columns_per_block(Bits, Rows);
-  __shared__ float partial[kGemvMaxWarps][Rows][C];
+  constexpr int C = columns_per_warp(Bits);
   GemvOutput o = launch.out[0];
   int64_t first = 0;
 #pragma unroll
   for (int i = 1; i < kGemvOutputs; ++i)
     if (i < launch.count && blockIdx.x >= launch.first_block[i]) o = launch.out[i], first = launch.first_block[i];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const int64_t n0 = (int64_t(blockIdx.x) - first) * C;
-  const int64_t units = K / 32, words = units * Bits, groups = K / o.group;
+  const int lane = threadIdx.x % 32;
+  const int64_t n0 = ((int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32) * C;
+  if (n0 >= o.n) return;
+  const int64_t units = K / 32, words = units * Bits, groups = K >> o.group_shift;
+  const int unit_shift = o.group_shift - 5;  // units of 32 values a group
   // Columns past the end read the last one again and are not written.
-  int64_t col[C];
+  const uint32_t* codes[C];
+  int64_t params[C];
 #pragma unroll
-  for (int c = 0; c < C; ++c) col[c] = n0 + c < o.n ? n0 + c : o.n - 1;
+  for (int c = 0; c < C; ++c) {
+    const int64_t n = n0 + c < o.n ? n0 + c : o.n - 1;
+    codes[c] = o.codes + n * words;
+    params[c] = n * groups;
+  }
   float acc[Rows][C];
 #pragma unroll
   for (int m = 0; m < Rows; ++m)
 #pragma unroll
     for (int c = 0; c < C; ++c) acc[m][c] = 0.0f;
-  for (int64_t u = int64_t(warp) * 32 + lane; u < units; u += int64_t(warps) * 32) {
-    uint32_t w[C][Bits];
-    float scale[C], bias[C];
-    const int64_t g = u * 32 / o.group;
+  for (int64_t u0 = lane; u0 < units; u0 += 32 * kGemvUnroll) {
+    uint32_t w[kGemvUnroll][C][Bits];
+    float scale[kGemvUnroll][C], bias[kGemvUnroll][C];
 #pragma unroll
-    for (int c = 0; c < C; ++c) {
-      load_unit<Bits>(o.codes + col[c] * words + u * Bits, w[c]);
-      scale[c] = param_at(o.scales, o.params, col[c] * groups + g);
-      bias[c] = param_at(o.biases, o.params, col[c] * groups + g);
+    for (int j = 0; j < kGemvUnroll; ++j) {
+      // Units past the end read the row's last one again, weighed by nothing.
+      const int u = int(u0 + 32 * j < units ? u0 + 32 * j : units - 1);
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        load_unit<Bits>(codes[c] + u * Bits, w[j][c]);
+        scale[j][c] = param_at(o.scales, o.params, params[c] + (u >> unit_shift));
+        bias[j][c] = param_at(o.biases, o.params, params[c] + (u >> unit_shift));
+      }
     }
 #pragma unroll
-    for (int m = 0; m < Rows; ++m) {
-      if (m >= M) break;
-      float xv[32];
-      const float sum = load_x_unit(x + m * K, u, round_x, xv);
+    for (int j = 0; j < kGemvUnroll; ++j) {
+      if (u0 + 32 * j >= units) break;
 #pragma unroll
-      for (int c = 0; c < C; ++c) acc[m][c] = fmaf(scale[c], dot_unit<Bits>(xv, w[c]), fmaf(bias[c], sum, acc[m][c]));
+      for (int m = 0; m < Rows; ++m) {
+        if (m >= M) break;
+        float xv[32];
+        const float sum = load_x_unit(x + m * K, u0 + 32 * j, round_x, xv);
+#pragma unroll
+        for (int c = 0; c < C; ++c)
+          acc[m][c] = fmaf(scale[j][c], dot_unit<Bits>(xv, w[j][c]), fmaf(bias[j][c], sum, acc[m][c]));
+      }
     }
   }
 #pragma unroll
-  for (int m = 0; m < Rows; ++m)
+  for (int m = 0; m < Rows; ++m) {
+    if (m >= M) break;
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       float v = acc[m][c];
       for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-      if (lane == 0) partial[warp][m][c] = v;
+      if (lane == 0 && n0 + c < o.n) o.y[m * o.n + n0 + c] = v + (o.bias ? o.bias[n0 + c] : 0.0f);
     }
-  __syncthreads();
-  for (int i = threadIdx.x; i < Rows * C; i += blockDim.x) {
-    const int m = i / C, c = i % C;
-    if (m >= M || n0 + c >= o.n) continue;
-    float v = 0.0f;
-    for (int w = 0; w < warps; ++w) v += partial[w][m][c];
-    o.y[m * o.n + n0 + c] = v + (o.bias ? o.bias[n0 + c] : 0.0f);
+  }
+}
+
+// Σ x[i]·q[i] over the 32 / Bits codes of one word (2, 4 or 8 bits), by
+// dot_unit's means: 4-bit codes masked in place, 8-bit ones permuted.
+template <int Bits>
+__device__ __forceinline__ float dot_word(const float* x, uint32_t w) {
+  if constexpr (Bits == 4) {
+    const uint32_t high = w >> 12;  // nibbles 5, 6, 7 at 8, 12, 16
+    float place[5];
+#pragma unroll
+    for (int j = 0; j < 5; ++j) place[j] = x[j] * mantissa_value((w & (0xfu << (4 * j))) | 0x4b000000u);
+#pragma unroll
+    for (int j = 5; j < 8; ++j)
+      place[j - 3] = fmaf(x[j], mantissa_value((high & (0xfu << (4 * (j - 3)))) | 0x4b000000u), place[j - 3]);
+    return place[0] + place[1] * 0x1p-4f + place[2] * 0x1p-8f + place[3] * 0x1p-12f + place[4] * 0x1p-16f;
+  } else if constexpr (Bits == 8) {
+    float sum = x[0] * mantissa_value(__byte_perm(w, 0x4b000000u, 0x7540));
+#pragma unroll
+    for (int j = 1; j < 4; ++j) sum = fmaf(x[j], mantissa_value(__byte_perm(w, 0x4b000000u, 0x7540 + j)), sum);
+    return sum;
+  } else {
+    static_assert(Bits == 2);
+    float even = 0.0f, odd = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+      even = fmaf(x[j], mantissa_value(((w >> (2 * j)) & 3u) | 0x4b000000u), even);
+      odd = fmaf(x[j + 1], mantissa_value(((w >> (2 * j + 2)) & 3u) | 0x4b000000u), odd);
+    }
+    return even + odd;
+  }
+}
+
+// The GEMV for codes that fill their words (2, 4 and 8 bits): lane l takes
+// word l + 32·j of a row, so a warp's loads of codes and of x are both
+// contiguous across its lanes. (One unit of 32 values a lane, as the
+// kernel above does, puts each lane's x 128 bytes from the next one's: every
+// load of x then touches 32 lines of L1, and that, not memory, set its pace.)
+// A warp takes kWordColumns columns, x read once for all of them.
+constexpr int kWordColumns = 4;
+template <int Bits, int Rows>
+__global__ void __launch_bounds__(32 * kGemvWarps, Rows == 1 ? 2 : 1)
+    affine_gemv_words_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
+  constexpr int C = kWordColumns, V = 32 / Bits;
+  GemvOutput o = launch.out[0];
+  int64_t first = 0;
+#pragma unroll
+  for (int i = 1; i < kGemvOutputs; ++i)
+    if (i < launch.count && blockIdx.x >= launch.first_block[i]) o = launch.out[i], first = launch.first_block[i];
+  const int lane = threadIdx.x % 32;
+  const int64_t n0 = ((int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32) * C;
+  if (n0 >= o.n) return;
+  const int64_t words = K / V, groups = K >> o.group_shift;
+  const int word_shift = o.group_shift - (Bits == 2 ? 4 : Bits == 4 ? 3 : 2);  // words of V values a group
+  const uint32_t* codes[C];
+  int64_t params[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int64_t n = n0 + c < o.n ? n0 + c : o.n - 1;
+    codes[c] = o.codes + n * words;
+    params[c] = n * groups;
+  }
+  float acc[Rows][C];
+#pragma unroll
+  for (int m = 0; m < Rows; ++m)
+#pragma unroll
+    for (int c = 0; c < C; ++c) acc[m][c] = 0.0f;
+  for (int64_t w0 = lane; w0 < words; w0 += 32 * kGemvUnroll) {
+    uint32_t w[kGemvUnroll][C];
+    float scale[kGemvUnroll][C], bias[kGemvUnroll][C];
+#pragma unroll
+    for (int j = 0; j < kGemvUnroll; ++j) {
+      const int at = int(w0 + 32 * j < words ? w0 + 32 * j : words - 1);
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        w[j][c] = __ldg(codes[c] + at);
+        scale[j][c] = param_at(o.scales, o.params, params[c] + (at >> word_shift));
+        bias[j][c] = param_at(o.biases, o.params, params[c] + (at >> word_shift));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kGemvUnroll; ++j) {
+      if (w0 + 32 * j >= words) break;
+#pragma unroll
+      for (int m = 0; m < Rows; ++m) {
+        if (m >= M) break;
+        float xv[V];
+        const float4* p = reinterpret_cast<const float4*>(x + m * K + (w0 + 32 * j) * V);
+#pragma unroll
+        for (int i = 0; i < V / 4; ++i) {
+          const float4 a = __ldg(p + i);
+          xv[4 * i] = a.x, xv[4 * i + 1] = a.y, xv[4 * i + 2] = a.z, xv[4 * i + 3] = a.w;
+        }
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          if (round_x) xv[i] = round_bf16(xv[i]);
+          sum += xv[i];
+        }
+#pragma unroll
+        for (int c = 0; c < C; ++c)
+          acc[m][c] = fmaf(scale[j][c], dot_word<Bits>(xv, w[j][c]), fmaf(bias[j][c], sum, acc[m][c]));
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < Rows; ++m) {
+    if (m >= M) break;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      float v = acc[m][c];
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+      if (lane == 0 && n0 + c < o.n) o.y[m * o.n + n0 + c] = v + (o.bias ? o.bias[n0 + c] : 0.0f);
+    }
   }
 }
 
@@ -273,18 +399,21 @@ template <int Bits, typename Out>
 __global__ void affine_rows_kernel(const uint32_t* codes, const void* scales, const void* biases, ParamType params,
                                    int group, int64_t K, const int32_t* ids, int64_t first, int64_t rows, Out* out,
                                    Out* lo) {
-  const int64_t units = K / 32, groups = K / group;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * units;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / units, u = i % units, src = ids ? ids[r] : first + r;
+  // 32-bit indices within the call (a panel or a step's rows hold far fewer
+  // than 2^31 units): a 64-bit division costs dozens of instructions.
+  const uint32_t units = uint32_t(K / 32), total = uint32_t(rows) * units, units_per_group = uint32_t(group / 32);
+  const int64_t groups = K / group;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const uint32_t r = i / units, u = i - r * units;
+    const int64_t src = ids ? ids[r] : first + r;
     uint32_t w[Bits];
     load_unit<Bits>(codes + src * units * Bits + u * Bits, w);
-    const int64_t g = src * groups + u * 32 / group;
+    const int64_t g = src * groups + u / units_per_group;
     const float scale = param_at(scales, params, g), bias = param_at(biases, params, g);
     float v[32];
 #pragma unroll
     for (int j = 0; j < 32; ++j) v[j] = fmaf(code_at<Bits>(w, j), scale, bias);
-    store_unit(out + r * K + u * 32, lo ? lo + r * K + u * 32 : nullptr, v);
+    store_unit(out + int64_t(r) * K + u * 32, lo ? lo + int64_t(r) * K + u * 32 : nullptr, v);
   }
 }
 
@@ -318,13 +447,11 @@ void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* con
   const int64_t M = x.dim(0), K = x.dim(1);
   check(M <= cuda_memory::kAffineGemvMaxRows, "matmul: the quantized GEMV takes at most ",
         cuda_memory::kAffineGemvMaxRows, " rows, got ", M);
-  const int rows = M == 1 ? 1 : int(cuda_memory::kAffineGemvMaxRows);
-  const int64_t slices = (K / 32 + 31) / 32;
-  const dim3 block(unsigned(32 * std::min<int64_t>(slices, kGemvMaxWarps)));
   // One launch per run of up to kGemvOutputs targets of one code width.
   for (size_t first = 0; first < targets.size();) {
     const int bits = targets[first]->w->affine_quant().bits;
-    const int64_t columns = columns_per_block(bits, rows);
+    const bool by_words = bits == 2 || bits == 4 || bits == 8;
+    const int64_t columns = kGemvWarps * (by_words ? kWordColumns : columns_per_warp(bits));
     GemvLaunch args{};
     size_t next = first;
     while (next < targets.size() && args.count < kGemvOutputs && targets[next]->w->affine_quant().bits == bits) {
@@ -332,19 +459,28 @@ void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* con
       const AffineQuant& q = t.w->affine_quant();
       check_codes_aligned(*t.w, "matmul");
       const int64_t n = t.w->dim(0);
+      const int group_shift = q.group_size == 32 ? 5 : q.group_size == 64 ? 6 : 7;
       args.out[args.count] = {t.w->data<uint32_t>(), q.scales.raw(),    q.biases.raw(), param_type(q.scales.dtype()),
-                              q.group_size,          t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>(), n};
+                              group_shift,           t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>(), n};
       args.first_block[args.count + 1] = args.first_block[args.count] + (n + columns - 1) / columns;
       ++args.count;
     }
     first = next;
-    const dim3 grid(unsigned(args.first_block[args.count]));
+    const dim3 grid(unsigned(args.first_block[args.count])), block(32 * kGemvWarps);
     with_bits(bits, [&](auto b) {
       constexpr int B = decltype(b)::value;
-      if (rows == 1) launch("matmul: quantized gemv", affine_gemv_kernel<B, 1>, grid, block, 0, args, x.data<float>(), M,
-                            K, bf16_inputs);
-      else launch("matmul: quantized gemv", affine_gemv_kernel<B, cuda_memory::kAffineGemvMaxRows>, grid, block, 0,
-                  args, x.data<float>(), M, K, bf16_inputs);
+      constexpr int R = cuda_memory::kAffineGemvMaxRows;
+      if constexpr (B == 2 || B == 4 || B == 8) {
+        if (M == 1) launch("matmul: quantized gemv", affine_gemv_words_kernel<B, 1>, grid, block, 0, args,
+                           x.data<float>(), M, K, bf16_inputs);
+        else launch("matmul: quantized gemv", affine_gemv_words_kernel<B, R>, grid, block, 0, args, x.data<float>(), M,
+                    K, bf16_inputs);
+      } else {
+        if (M == 1) launch("matmul: quantized gemv", affine_gemv_kernel<B, 1>, grid, block, 0, args, x.data<float>(), M,
+                           K, bf16_inputs);
+        else launch("matmul: quantized gemv", affine_gemv_kernel<B, R>, grid, block, 0, args, x.data<float>(), M, K,
+                    bf16_inputs);
+      }
     });
   }
 }
@@ -386,6 +522,7 @@ void CudaBackend::affine_embedding(const Tensor& table, const int32_t* ids, int6
   const AffineQuant& q = table.affine_quant();
   check_codes_aligned(table, "embedding");
   const int64_t d = table.dim(1);
+  check(n * (d / 32) < (int64_t(1) << 32), "embedding: ", n, " rows of ", d, " quantized values in one call");
   with_bits(q.bits, [&](auto b) {
     constexpr int B = decltype(b)::value;
     launch("embedding: quantized rows", affine_rows_kernel<B, float>, blocks_for(n * d / 32), 256, 0,
