@@ -3,7 +3,7 @@
 // bias per group of 32, 64 or 128 values (value = scale·q + bias in f32).
 //
 // Decode steps (up to cuda_memory::kAffineGemvMaxRows rows of x) read the packed codes
-// directly: a step's time there is the weight bytes it reads, and a 4-bit
+// directly: their floor is the weight bytes a step reads, and a 4-bit
 // weight is a quarter of a bf16 one. Per group, y += scale·Σ x·q + bias·Σ x,
 // so the codes are multiplied as the small integers they are. Longer steps
 // widen a panel of weight rows at a time into scratch and hand it to cuBLAS,
@@ -80,47 +80,16 @@ __device__ __forceinline__ float code_at(const uint32_t (&w)[Bits], int i) {
   return mantissa_value((q & kMask) | 0x4b000000u);
 }
 
-// Σ x[i]·q[i] over a unit's 32 codes. The decode's integer work is what
-// limits a GEMV over 4-bit codes (8 values a word), so 4 and 8 bits take
-// their codes without shifting each one: 4-bit codes are masked in place
-// while they fit the mantissa (nibbles 0-4 read q·16^j; nibbles 5-7 after one
-// shift of the word), each place summed apart and scaled back by its power
-// of 2 (exact); an 8-bit code is one byte permute into the mantissa.
+// Σ x[i]·q[i] over a unit's 32 codes (3, 5 or 6 bits: codes that straddle words).
 template <int Bits>
 __device__ __forceinline__ float dot_unit(const float (&x)[32], const uint32_t (&w)[Bits]) {
-  if constexpr (Bits == 4) {
-    float place[5] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  float even = 0.0f, odd = 0.0f;  // two chains: the FMAs' latency overlaps
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t high = w[i] >> 12;  // nibbles 5, 6, 7 at 8, 12, 16
-#pragma unroll
-      for (int j = 0; j < 5; ++j)
-        place[j] = fmaf(x[8 * i + j], mantissa_value((w[i] & (0xfu << (4 * j))) | 0x4b000000u), place[j]);
-#pragma unroll
-      for (int j = 5; j < 8; ++j)
-        place[j - 3] = fmaf(x[8 * i + j], mantissa_value((high & (0xfu << (4 * (j - 3)))) | 0x4b000000u), place[j - 3]);
-    }
-    return place[0] + place[1] * 0x1p-4f + place[2] * 0x1p-8f + place[3] * 0x1p-12f + place[4] * 0x1p-16f;
-  } else if constexpr (Bits == 8) {
-    float even = 0.0f, odd = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; j += 2) {
-        // Bytes j of w, 0, 0, 0x4b (of 0x4b000000's bytes 4-7).
-        even = fmaf(x[4 * i + j], mantissa_value(__byte_perm(w[i], 0x4b000000u, 0x7540 + j)), even);
-        odd = fmaf(x[4 * i + j + 1], mantissa_value(__byte_perm(w[i], 0x4b000000u, 0x7540 + j + 1)), odd);
-      }
-    return even + odd;
-  } else {
-    float even = 0.0f, odd = 0.0f;  // two chains: the FMAs' latency overlaps
-#pragma unroll
-    for (int i = 0; i < 32; i += 2) {
-      even = fmaf(x[i], code_at<Bits>(w, i), even);
-      odd = fmaf(x[i + 1], code_at<Bits>(w, i + 1), odd);
-    }
-    return even + odd;
+  for (int i = 0; i < 32; i += 2) {
+    even = fmaf(x[i], code_at<Bits>(w, i), even);
+    odd = fmaf(x[i + 1], code_at<Bits>(w, i + 1), odd);
   }
+  return even + odd;
 }
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
@@ -170,12 +139,10 @@ struct GemvLaunch {
   int count;
 };
 
-// y[m, n] = Σ_k x[m, k]·(scale·q + bias) for m < M ≤ Rows. A warp takes
-// columns_per_warp(Bits) columns over all of K, its lanes every 32nd unit,
-// kGemvUnroll units' codes loaded before any is multiplied. As the bf16
-// GEMV: few registers and many warps, so that each SM has loads in flight
-// while other warps unpack and multiply (a first version, whose warps held
-// 8 columns' codes and split K, ran at a sixth of the memory's pace).
+// y[m, n] = Σ_k x[m, k]·(scale·q + bias) for m < M ≤ Rows, for codes that
+// straddle words (3, 5, 6 bits). A warp takes columns_per_warp(Bits)
+// columns over all of K, its lanes every 32nd unit of 32 values,
+// kGemvUnroll units' codes loaded before any is multiplied.
 template <int Bits, int Rows>
 __global__ void __launch_bounds__(32 * kGemvWarps, Rows == 1 ? 2 : 1)
     affine_gemv_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
@@ -244,8 +211,12 @@ __global__ void __launch_bounds__(32 * kGemvWarps, Rows == 1 ? 2 : 1)
   }
 }
 
-// Σ x[i]·q[i] over the 32 / Bits codes of one word (2, 4 or 8 bits), by
-// dot_unit's means: 4-bit codes masked in place, 8-bit ones permuted.
+// Σ x[i]·q[i] over the 32 / Bits codes of one word (2, 4 or 8 bits). The
+// codes' integer work is most of a GEMV's arithmetic, so 4- and 8-bit codes
+// are not shifted one by one: 4-bit codes are masked in place while they fit
+// the mantissa (nibbles 0-4 read q·16^j; nibbles 5-7 after one shift of the
+// word), each place summed apart and scaled back by its power of 2 (exact);
+// an 8-bit code is one byte permute into the mantissa.
 template <int Bits>
 __device__ __forceinline__ float dot_word(const float* x, uint32_t w) {
   if constexpr (Bits == 4) {
