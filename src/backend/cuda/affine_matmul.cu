@@ -139,6 +139,46 @@ struct GemvLaunch {
   int count;
 };
 
+// The output of this block's launch and the first of the C columns its warp
+// takes; where each column's codes and parameters start (columns past the
+// end read the last one again and are not written).
+template <int C>
+__device__ __forceinline__ int64_t warp_columns(const GemvLaunch& launch, GemvOutput& o) {
+  o = launch.out[0];
+  int64_t first = 0;
+#pragma unroll
+  for (int i = 1; i < kGemvOutputs; ++i)
+    if (i < launch.count && blockIdx.x >= launch.first_block[i]) o = launch.out[i], first = launch.first_block[i];
+  return ((int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32) * C;
+}
+
+template <int C>
+__device__ __forceinline__ void column_starts(const GemvOutput& o, int64_t n0, int64_t words, int64_t groups,
+                                              const uint32_t* (&codes)[C], int64_t (&params)[C]) {
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int64_t n = n0 + c < o.n ? n0 + c : o.n - 1;
+    codes[c] = o.codes + n * words;
+    params[c] = n * groups;
+  }
+}
+
+// Each column's sum over the warp's lanes, plus its bias, into y by lane 0.
+template <int Rows, int C>
+__device__ __forceinline__ void store_columns(const float (&acc)[Rows][C], const GemvOutput& o, int64_t n0,
+                                              int64_t M) {
+#pragma unroll
+  for (int m = 0; m < Rows; ++m) {
+    if (m >= M) break;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      float v = acc[m][c];
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+      if (threadIdx.x % 32 == 0 && n0 + c < o.n) o.y[m * o.n + n0 + c] = v + (o.bias ? o.bias[n0 + c] : 0.0f);
+    }
+  }
+}
+
 // y[m, n] = Σ_k x[m, k]·(scale·q + bias) for m < M ≤ Rows, for codes that
 // straddle words (3, 5, 6 bits). A warp takes columns_per_warp(Bits)
 // columns over all of K, its lanes every 32nd unit of 32 values,
@@ -147,25 +187,15 @@ template <int Bits, int Rows>
 __global__ void __launch_bounds__(32 * kGemvWarps, Rows == 1 ? 2 : 1)
     affine_gemv_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
   constexpr int C = columns_per_warp(Bits);
-  GemvOutput o = launch.out[0];
-  int64_t first = 0;
-#pragma unroll
-  for (int i = 1; i < kGemvOutputs; ++i)
-    if (i < launch.count && blockIdx.x >= launch.first_block[i]) o = launch.out[i], first = launch.first_block[i];
-  const int lane = threadIdx.x % 32;
-  const int64_t n0 = ((int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32) * C;
+  GemvOutput o;
+  const int64_t n0 = warp_columns<C>(launch, o);
   if (n0 >= o.n) return;
+  const int lane = threadIdx.x % 32;
   const int64_t units = K / 32, words = units * Bits, groups = K >> o.group_shift;
   const int unit_shift = o.group_shift - 5;  // units of 32 values a group
-  // Columns past the end read the last one again and are not written.
   const uint32_t* codes[C];
   int64_t params[C];
-#pragma unroll
-  for (int c = 0; c < C; ++c) {
-    const int64_t n = n0 + c < o.n ? n0 + c : o.n - 1;
-    codes[c] = o.codes + n * words;
-    params[c] = n * groups;
-  }
+  column_starts<C>(o, n0, words, groups, codes, params);
   float acc[Rows][C];
 #pragma unroll
   for (int m = 0; m < Rows; ++m)
@@ -199,16 +229,7 @@ __global__ void __launch_bounds__(32 * kGemvWarps, Rows == 1 ? 2 : 1)
       }
     }
   }
-#pragma unroll
-  for (int m = 0; m < Rows; ++m) {
-    if (m >= M) break;
-#pragma unroll
-    for (int c = 0; c < C; ++c) {
-      float v = acc[m][c];
-      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-      if (lane == 0 && n0 + c < o.n) o.y[m * o.n + n0 + c] = v + (o.bias ? o.bias[n0 + c] : 0.0f);
-    }
-  }
+  store_columns<Rows, C>(acc, o, n0, M);
 }
 
 // Σ x[i]·q[i] over the 32 / Bits codes of one word (2, 4 or 8 bits). The
@@ -256,24 +277,15 @@ template <int Bits, int Rows>
 __global__ void __launch_bounds__(32 * kGemvWarps, Rows == 1 ? 2 : 1)
     affine_gemv_words_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
   constexpr int C = kWordColumns, V = 32 / Bits;
-  GemvOutput o = launch.out[0];
-  int64_t first = 0;
-#pragma unroll
-  for (int i = 1; i < kGemvOutputs; ++i)
-    if (i < launch.count && blockIdx.x >= launch.first_block[i]) o = launch.out[i], first = launch.first_block[i];
-  const int lane = threadIdx.x % 32;
-  const int64_t n0 = ((int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32) * C;
+  GemvOutput o;
+  const int64_t n0 = warp_columns<C>(launch, o);
   if (n0 >= o.n) return;
+  const int lane = threadIdx.x % 32;
   const int64_t words = K / V, groups = K >> o.group_shift;
   const int word_shift = o.group_shift - (Bits == 2 ? 4 : Bits == 4 ? 3 : 2);  // words of V values a group
   const uint32_t* codes[C];
   int64_t params[C];
-#pragma unroll
-  for (int c = 0; c < C; ++c) {
-    const int64_t n = n0 + c < o.n ? n0 + c : o.n - 1;
-    codes[c] = o.codes + n * words;
-    params[c] = n * groups;
-  }
+  column_starts<C>(o, n0, words, groups, codes, params);
   float acc[Rows][C];
 #pragma unroll
   for (int m = 0; m < Rows; ++m)
@@ -317,16 +329,7 @@ __global__ void __launch_bounds__(32 * kGemvWarps, Rows == 1 ? 2 : 1)
       }
     }
   }
-#pragma unroll
-  for (int m = 0; m < Rows; ++m) {
-    if (m >= M) break;
-#pragma unroll
-    for (int c = 0; c < C; ++c) {
-      float v = acc[m][c];
-      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-      if (lane == 0 && n0 + c < o.n) o.y[m * o.n + n0 + c] = v + (o.bias ? o.bias[n0 + c] : 0.0f);
-    }
-  }
+  store_columns<Rows, C>(acc, o, n0, M);
 }
 
 __device__ __forceinline__ void store_unit(float* out, float*, const float (&v)[32]) {
