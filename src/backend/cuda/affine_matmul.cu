@@ -80,7 +80,7 @@ __device__ __forceinline__ float code_at(const uint32_t (&w)[Bits], int i) {
   return mantissa_value((q & kMask) | 0x4b000000u);
 }
 
-// Σ x[i]·q[i] over a unit's 32 codes (3, 5 or 6 bits: codes that straddle words).
+// Σ x[i]·q[i] over a unit's 32 codes.
 template <int Bits>
 __device__ __forceinline__ float dot_unit(const float (&x)[32], const uint32_t (&w)[Bits]) {
   float even = 0.0f, odd = 0.0f;  // two chains: the FMAs' latency overlaps
@@ -112,21 +112,19 @@ __device__ __forceinline__ float load_x_unit(const float* row, int64_t u, bool r
   return sum;
 }
 
+constexpr int kGemvWarps = 4;    // warps per block
 constexpr int kGemvOutputs = 4;  // outputs (q/k/v, gate/up) per launch
-constexpr int kGemvWarps = 8;    // warps per block
-constexpr int kGemvUnroll = 4;   // units of codes in flight per lane and column
-
-// Output columns per warp: a lane's unit of x serves that many weight rows
-// (x comes from L1: at 4 bits and below one f32 of x per weight value would
-// be several times the codes' bytes).
-constexpr int columns_per_warp(int bits) { return bits <= 4 ? 2 : 1; }
+// Output columns per warp: each lane's x values serve that many weight rows
+// (x comes from L1; at 4 bits one x value per weight value would be as many
+// bytes as the codes themselves).
+constexpr int columns_per_warp(int bits) { return bits <= 4 ? 4 : 2; }
 
 struct GemvOutput {
   const uint32_t* codes;
   const void* scales;
   const void* biases;
   ParamType params;
-  int group_shift;  // log2 of the group size: a group index is a shift, not a 64-bit division
+  int group;
   const float* bias;  // or null
   float* y;           // [M, n]
   int64_t n;
@@ -139,34 +137,51 @@ struct GemvLaunch {
   int count;
 };
 
-// The output of this block's launch and the first of the C columns its warp
-// takes; where each column's codes and parameters start (columns past the
-// end read the last one again and are not written).
-template <int C>
-__device__ __forceinline__ int64_t warp_columns(const GemvLaunch& launch, GemvOutput& o) {
-  o = launch.out[0];
+// y[m, n] = Σ_k x[m, k]·(scale·q + bias) for m < M ≤ Rows: a warp takes
+// columns_per_warp(Bits) columns n, its lanes units of 32 values along K.
+// (The fastest of five layouts measured, and still far from the memory's
+// pace: bench/RESULTS.md, "On the GPU".)
+template <int Bits, int Rows>
+__global__ void __launch_bounds__(32 * kGemvWarps)
+    affine_gemv_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
+  constexpr int C = columns_per_warp(Bits);
+  GemvOutput o = launch.out[0];
   int64_t first = 0;
 #pragma unroll
   for (int i = 1; i < kGemvOutputs; ++i)
     if (i < launch.count && blockIdx.x >= launch.first_block[i]) o = launch.out[i], first = launch.first_block[i];
-  return ((int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32) * C;
-}
-
-template <int C>
-__device__ __forceinline__ void column_starts(const GemvOutput& o, int64_t n0, int64_t words, int64_t groups,
-                                              const uint32_t* (&codes)[C], int64_t (&params)[C]) {
+  const int lane = threadIdx.x % 32;
+  const int64_t n0 = ((int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32) * C;
+  if (n0 >= o.n) return;
+  const int64_t units = K / 32, words = units * Bits, groups = K / o.group;
+  // Columns past the end read the last one again and are not written.
+  int64_t col[C];
 #pragma unroll
-  for (int c = 0; c < C; ++c) {
-    const int64_t n = n0 + c < o.n ? n0 + c : o.n - 1;
-    codes[c] = o.codes + n * words;
-    params[c] = n * groups;
+  for (int c = 0; c < C; ++c) col[c] = n0 + c < o.n ? n0 + c : o.n - 1;
+  float acc[Rows][C];
+#pragma unroll
+  for (int m = 0; m < Rows; ++m)
+#pragma unroll
+    for (int c = 0; c < C; ++c) acc[m][c] = 0.0f;
+  for (int64_t u = lane; u < units; u += 32) {
+    uint32_t w[C][Bits];
+    float scale[C], bias[C];
+    const int64_t g = u * 32 / o.group;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      load_unit<Bits>(o.codes + col[c] * words + u * Bits, w[c]);
+      scale[c] = param_at(o.scales, o.params, col[c] * groups + g);
+      bias[c] = param_at(o.biases, o.params, col[c] * groups + g);
+    }
+#pragma unroll
+    for (int m = 0; m < Rows; ++m) {
+      if (m >= M) break;
+      float xv[32];
+      const float sum = load_x_unit(x + m * K, u, round_x, xv);
+#pragma unroll
+      for (int c = 0; c < C; ++c) acc[m][c] = fmaf(scale[c], dot_unit<Bits>(xv, w[c]), fmaf(bias[c], sum, acc[m][c]));
+    }
   }
-}
-
-// Each column's sum over the warp's lanes, plus its bias, into y by lane 0.
-template <int Rows, int C>
-__device__ __forceinline__ void store_columns(const float (&acc)[Rows][C], const GemvOutput& o, int64_t n0,
-                                              int64_t M) {
 #pragma unroll
   for (int m = 0; m < Rows; ++m) {
     if (m >= M) break;
@@ -174,162 +189,9 @@ __device__ __forceinline__ void store_columns(const float (&acc)[Rows][C], const
     for (int c = 0; c < C; ++c) {
       float v = acc[m][c];
       for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-      if (threadIdx.x % 32 == 0 && n0 + c < o.n) o.y[m * o.n + n0 + c] = v + (o.bias ? o.bias[n0 + c] : 0.0f);
+      if (lane == 0 && n0 + c < o.n) o.y[m * o.n + n0 + c] = v + (o.bias ? o.bias[n0 + c] : 0.0f);
     }
   }
-}
-
-// y[m, n] = Σ_k x[m, k]·(scale·q + bias) for m < M ≤ Rows, for codes that
-// straddle words (3, 5, 6 bits). A warp takes columns_per_warp(Bits)
-// columns over all of K, its lanes every 32nd unit of 32 values,
-// kGemvUnroll units' codes loaded before any is multiplied.
-template <int Bits, int Rows>
-__global__ void __launch_bounds__(32 * kGemvWarps, Rows == 1 ? 2 : 1)
-    affine_gemv_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
-  constexpr int C = columns_per_warp(Bits);
-  GemvOutput o;
-  const int64_t n0 = warp_columns<C>(launch, o);
-  if (n0 >= o.n) return;
-  const int lane = threadIdx.x % 32;
-  const int64_t units = K / 32, words = units * Bits, groups = K >> o.group_shift;
-  const int unit_shift = o.group_shift - 5;  // units of 32 values a group
-  const uint32_t* codes[C];
-  int64_t params[C];
-  column_starts<C>(o, n0, words, groups, codes, params);
-  float acc[Rows][C];
-#pragma unroll
-  for (int m = 0; m < Rows; ++m)
-#pragma unroll
-    for (int c = 0; c < C; ++c) acc[m][c] = 0.0f;
-  for (int64_t u0 = lane; u0 < units; u0 += 32 * kGemvUnroll) {
-    uint32_t w[kGemvUnroll][C][Bits];
-    float scale[kGemvUnroll][C], bias[kGemvUnroll][C];
-#pragma unroll
-    for (int j = 0; j < kGemvUnroll; ++j) {
-      // Units past the end read the row's last one again, weighed by nothing.
-      const int u = int(u0 + 32 * j < units ? u0 + 32 * j : units - 1);
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-        load_unit<Bits>(codes[c] + u * Bits, w[j][c]);
-        scale[j][c] = param_at(o.scales, o.params, params[c] + (u >> unit_shift));
-        bias[j][c] = param_at(o.biases, o.params, params[c] + (u >> unit_shift));
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kGemvUnroll; ++j) {
-      if (u0 + 32 * j >= units) break;
-#pragma unroll
-      for (int m = 0; m < Rows; ++m) {
-        if (m >= M) break;
-        float xv[32];
-        const float sum = load_x_unit(x + m * K, u0 + 32 * j, round_x, xv);
-#pragma unroll
-        for (int c = 0; c < C; ++c)
-          acc[m][c] = fmaf(scale[j][c], dot_unit<Bits>(xv, w[j][c]), fmaf(bias[j][c], sum, acc[m][c]));
-      }
-    }
-  }
-  store_columns<Rows, C>(acc, o, n0, M);
-}
-
-// Σ x[i]·q[i] over the 32 / Bits codes of one word (2, 4 or 8 bits). The
-// codes' integer work is most of a GEMV's arithmetic, so 4- and 8-bit codes
-// are not shifted one by one: 4-bit codes are masked in place while they fit
-// the mantissa (nibbles 0-4 read q·16^j; nibbles 5-7 after one shift of the
-// word), each place summed apart and scaled back by its power of 2 (exact);
-// an 8-bit code is one byte permute into the mantissa.
-template <int Bits>
-__device__ __forceinline__ float dot_word(const float* x, uint32_t w) {
-  if constexpr (Bits == 4) {
-    const uint32_t high = w >> 12;  // nibbles 5, 6, 7 at 8, 12, 16
-    float place[5];
-#pragma unroll
-    for (int j = 0; j < 5; ++j) place[j] = x[j] * mantissa_value((w & (0xfu << (4 * j))) | 0x4b000000u);
-#pragma unroll
-    for (int j = 5; j < 8; ++j)
-      place[j - 3] = fmaf(x[j], mantissa_value((high & (0xfu << (4 * (j - 3)))) | 0x4b000000u), place[j - 3]);
-    return place[0] + place[1] * 0x1p-4f + place[2] * 0x1p-8f + place[3] * 0x1p-12f + place[4] * 0x1p-16f;
-  } else if constexpr (Bits == 8) {
-    float sum = x[0] * mantissa_value(__byte_perm(w, 0x4b000000u, 0x7540));
-#pragma unroll
-    for (int j = 1; j < 4; ++j) sum = fmaf(x[j], mantissa_value(__byte_perm(w, 0x4b000000u, 0x7540 + j)), sum);
-    return sum;
-  } else {
-    static_assert(Bits == 2);
-    float even = 0.0f, odd = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 16; j += 2) {
-      even = fmaf(x[j], mantissa_value(((w >> (2 * j)) & 3u) | 0x4b000000u), even);
-      odd = fmaf(x[j + 1], mantissa_value(((w >> (2 * j + 2)) & 3u) | 0x4b000000u), odd);
-    }
-    return even + odd;
-  }
-}
-
-// The GEMV for codes that fill their words (2, 4 and 8 bits): lane l takes
-// word l + 32·j of a row, so a warp's loads of codes and of x are both
-// contiguous across its lanes. (One unit of 32 values a lane, as the
-// kernel above does, puts each lane's x 128 bytes from the next one's: every
-// load of x then touches 32 lines of L1, and that, not memory, set its pace.)
-// A warp takes kWordColumns columns, x read once for all of them.
-constexpr int kWordColumns = 4;
-template <int Bits, int Rows>
-__global__ void __launch_bounds__(32 * kGemvWarps, Rows == 1 ? 2 : 1)
-    affine_gemv_words_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
-  constexpr int C = kWordColumns, V = 32 / Bits;
-  GemvOutput o;
-  const int64_t n0 = warp_columns<C>(launch, o);
-  if (n0 >= o.n) return;
-  const int lane = threadIdx.x % 32;
-  const int64_t words = K / V, groups = K >> o.group_shift;
-  const int word_shift = o.group_shift - (Bits == 2 ? 4 : Bits == 4 ? 3 : 2);  // words of V values a group
-  const uint32_t* codes[C];
-  int64_t params[C];
-  column_starts<C>(o, n0, words, groups, codes, params);
-  float acc[Rows][C];
-#pragma unroll
-  for (int m = 0; m < Rows; ++m)
-#pragma unroll
-    for (int c = 0; c < C; ++c) acc[m][c] = 0.0f;
-  for (int64_t w0 = lane; w0 < words; w0 += 32 * kGemvUnroll) {
-    uint32_t w[kGemvUnroll][C];
-    float scale[kGemvUnroll][C], bias[kGemvUnroll][C];
-#pragma unroll
-    for (int j = 0; j < kGemvUnroll; ++j) {
-      const int at = int(w0 + 32 * j < words ? w0 + 32 * j : words - 1);
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-        w[j][c] = __ldg(codes[c] + at);
-        scale[j][c] = param_at(o.scales, o.params, params[c] + (at >> word_shift));
-        bias[j][c] = param_at(o.biases, o.params, params[c] + (at >> word_shift));
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kGemvUnroll; ++j) {
-      if (w0 + 32 * j >= words) break;
-#pragma unroll
-      for (int m = 0; m < Rows; ++m) {
-        if (m >= M) break;
-        float xv[V];
-        const float4* p = reinterpret_cast<const float4*>(x + m * K + (w0 + 32 * j) * V);
-#pragma unroll
-        for (int i = 0; i < V / 4; ++i) {
-          const float4 a = __ldg(p + i);
-          xv[4 * i] = a.x, xv[4 * i + 1] = a.y, xv[4 * i + 2] = a.z, xv[4 * i + 3] = a.w;
-        }
-        float sum = 0.0f;
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-          if (round_x) xv[i] = round_bf16(xv[i]);
-          sum += xv[i];
-        }
-#pragma unroll
-        for (int c = 0; c < C; ++c)
-          acc[m][c] = fmaf(scale[j][c], dot_word<Bits>(xv, w[j][c]), fmaf(bias[j][c], sum, acc[m][c]));
-      }
-    }
-  }
-  store_columns<Rows, C>(acc, o, n0, M);
 }
 
 __device__ __forceinline__ void store_unit(float* out, float*, const float (&v)[32]) {
@@ -373,21 +235,18 @@ template <int Bits, typename Out>
 __global__ void affine_rows_kernel(const uint32_t* codes, const void* scales, const void* biases, ParamType params,
                                    int group, int64_t K, const int32_t* ids, int64_t first, int64_t rows, Out* out,
                                    Out* lo) {
-  // 32-bit indices within the call (a panel or a step's rows hold far fewer
-  // than 2^31 units): a 64-bit division costs dozens of instructions.
-  const uint32_t units = uint32_t(K / 32), total = uint32_t(rows) * units, units_per_group = uint32_t(group / 32);
-  const int64_t groups = K / group;
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    const uint32_t r = i / units, u = i - r * units;
-    const int64_t src = ids ? ids[r] : first + r;
+  const int64_t units = K / 32, groups = K / group;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * units;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / units, u = i % units, src = ids ? ids[r] : first + r;
     uint32_t w[Bits];
     load_unit<Bits>(codes + src * units * Bits + u * Bits, w);
-    const int64_t g = src * groups + u / units_per_group;
+    const int64_t g = src * groups + u * 32 / group;
     const float scale = param_at(scales, params, g), bias = param_at(biases, params, g);
     float v[32];
 #pragma unroll
     for (int j = 0; j < 32; ++j) v[j] = fmaf(code_at<Bits>(w, j), scale, bias);
-    store_unit(out + int64_t(r) * K + u * 32, lo ? lo + int64_t(r) * K + u * 32 : nullptr, v);
+    store_unit(out + r * K + u * 32, lo ? lo + r * K + u * 32 : nullptr, v);
   }
 }
 
@@ -424,8 +283,7 @@ void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* con
   // One launch per run of up to kGemvOutputs targets of one code width.
   for (size_t first = 0; first < targets.size();) {
     const int bits = targets[first]->w->affine_quant().bits;
-    const bool by_words = bits == 2 || bits == 4 || bits == 8;
-    const int64_t columns = kGemvWarps * (by_words ? kWordColumns : columns_per_warp(bits));
+    const int64_t per_block = kGemvWarps * columns_per_warp(bits);
     GemvLaunch args{};
     size_t next = first;
     while (next < targets.size() && args.count < kGemvOutputs && targets[next]->w->affine_quant().bits == bits) {
@@ -433,28 +291,19 @@ void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* con
       const AffineQuant& q = t.w->affine_quant();
       check_codes_aligned(*t.w, "matmul");
       const int64_t n = t.w->dim(0);
-      const int group_shift = q.group_size == 32 ? 5 : q.group_size == 64 ? 6 : 7;
       args.out[args.count] = {t.w->data<uint32_t>(), q.scales.raw(),    q.biases.raw(), param_type(q.scales.dtype()),
-                              group_shift,           t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>(), n};
-      args.first_block[args.count + 1] = args.first_block[args.count] + (n + columns - 1) / columns;
+                              q.group_size,          t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>(), n};
+      args.first_block[args.count + 1] = args.first_block[args.count] + (n + per_block - 1) / per_block;
       ++args.count;
     }
     first = next;
     const dim3 grid(unsigned(args.first_block[args.count])), block(32 * kGemvWarps);
     with_bits(bits, [&](auto b) {
       constexpr int B = decltype(b)::value;
-      constexpr int R = cuda_memory::kAffineGemvMaxRows;
-      if constexpr (B == 2 || B == 4 || B == 8) {
-        if (M == 1) launch("matmul: quantized gemv", affine_gemv_words_kernel<B, 1>, grid, block, 0, args,
-                           x.data<float>(), M, K, bf16_inputs);
-        else launch("matmul: quantized gemv", affine_gemv_words_kernel<B, R>, grid, block, 0, args, x.data<float>(), M,
-                    K, bf16_inputs);
-      } else {
-        if (M == 1) launch("matmul: quantized gemv", affine_gemv_kernel<B, 1>, grid, block, 0, args, x.data<float>(), M,
-                           K, bf16_inputs);
-        else launch("matmul: quantized gemv", affine_gemv_kernel<B, R>, grid, block, 0, args, x.data<float>(), M, K,
-                    bf16_inputs);
-      }
+      if (M == 1) launch("matmul: quantized gemv", affine_gemv_kernel<B, 1>, grid, block, 0, args, x.data<float>(), M, K,
+                         bf16_inputs);
+      else launch("matmul: quantized gemv", affine_gemv_kernel<B, cuda_memory::kAffineGemvMaxRows>, grid, block, 0, args,
+                  x.data<float>(), M, K, bf16_inputs);
     });
   }
 }
@@ -496,7 +345,6 @@ void CudaBackend::affine_embedding(const Tensor& table, const int32_t* ids, int6
   const AffineQuant& q = table.affine_quant();
   check_codes_aligned(table, "embedding");
   const int64_t d = table.dim(1);
-  check(n * (d / 32) < (int64_t(1) << 32), "embedding: ", n, " rows of ", d, " quantized values in one call");
   with_bits(q.bits, [&](auto b) {
     constexpr int B = decltype(b)::value;
     launch("embedding: quantized rows", affine_rows_kernel<B, float>, blocks_for(n * d / 32), 256, 0,
