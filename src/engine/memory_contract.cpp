@@ -36,6 +36,12 @@ std::string quantized_module(const std::map<std::string, StoredTensor>& tensors,
   return std::string();
 }
 
+// The code width of a quantized module (32, as U32 values, without a
+// quantization block: then the load fails anyway).
+int module_bits(const ModelConfig& c, const std::string& module) {
+  return c.quantization ? c.quantization->for_module(module).value_or(c.quantization->defaults).bits : 32;
+}
+
 int64_t numel(const StoredTensor& t) {
   int64_t n = 1;
   for (int64_t d : t.shape) n *= d;
@@ -83,8 +89,7 @@ int64_t MemoryContract::weights_bytes() const {
         if (ends_with(module, ".in_proj_qkvz")) copies += int64_t(t.nbytes);
         continue;
       }
-      // (Without a quantization block the load fails; count the codes as 32-bit values.)
-      const int bits = c.quantization ? c.quantization->for_module(module).value_or(c.quantization->defaults).bits : 32;
+      const int bits = module_bits(c, module);
       const int64_t logical = n * 32 / bits;
       if (kept_in_f32(name) || ends_with(name, ".in_proj_ba.weight")) copies += logical * 4;
       else if (ends_with(name, ".in_proj_qkvz.weight")) copies += int64_t(t.nbytes);
@@ -152,8 +157,7 @@ int64_t MemoryContract::device_weights_bytes() const {
   auto add_quantized = [&](const std::string& name, const std::string& module, const StoredTensor& t) {
     if (!kept_in_f32(module + ".weight")) return add(int64_t(t.nbytes));
     if (!ends_with(name, ".weight")) return;
-    const int bits = c.quantization ? c.quantization->for_module(module).value_or(c.quantization->defaults).bits : 32;
-    add(numel(t) * 32 / bits * 4);
+    add(numel(t) * 32 / module_bits(c, module) * 4);
   };
   // to_matmul_dtype: bf16 for bf16 compute; f32 compute keeps bf16 and widens the rest.
   auto matmul_bytes = [&](const StoredTensor& t) { return numel(t) * (bf16 || t.dtype == "BF16" ? 2 : 4); };
@@ -307,7 +311,7 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
         plain_depth = std::max(plain_depth, t.shape.back());
         continue;
       }
-      const int bits = c.quantization->for_module(module).value_or(c.quantization->defaults).bits;
+      const int bits = module_bits(c, module);
       quantized_depth = std::max(quantized_depth, t.shape.back() * 32 / bits);
       if (!kept_in_f32(name))
         widened_panel = std::max(widened_panel, cuda_memory::dequant_panel_bytes(t.shape[t.shape.size() - 2],

@@ -181,6 +181,14 @@ class OpSuite : public ::testing::TestWithParam<std::string> {
 // Row counts with tails: one row (decode), a few, more than a vector's worth.
 constexpr int64_t kRows[] = {1, 7, 33};
 
+// n token ids of [0, vocab), past two of them both ends and a repeat.
+template <class Rng>
+std::vector<int32_t> ids_with_ends(int64_t n, int64_t vocab, Rng& rng) {
+  std::vector<int32_t> ids = testing::random_ids(n, vocab, rng);
+  if (n > 2) ids[0] = 0, ids[1] = int32_t(vocab - 1), ids[2] = ids[n - 1];
+  return ids;
+}
+
 // ---------------------------------------------------------------------------
 // Matmul
 
@@ -357,8 +365,7 @@ TEST_P(OpSuite, EmbeddingAffineTable) {
       const Tensor values = dequantize_affine(host);
       const Tensor table = backend_->upload(host);
       for (int64_t n : kRows) {
-        std::vector<int32_t> ids = testing::random_ids(n, vocab, rng_);
-        if (n > 2) ids[0] = 0, ids[1] = int32_t(vocab - 1), ids[2] = ids[n - 1];  // both ends, and a repeat
+        const std::vector<int32_t> ids = ids_with_ends(n, vocab, rng_);
         Tensor o = out({n, d});
         backend_->embedding(table, ids, o);
         std::vector<float> want;
@@ -800,8 +807,7 @@ TEST_P(OpSuite, Embedding) {
     const Tensor table = backend_->upload(table_host);
     const std::vector<float> rows = widen(table_host);
     for (int64_t n : kRows) {
-      std::vector<int32_t> ids = testing::random_ids(n, vocab, rng_);
-      if (n > 2) ids[0] = 0, ids[1] = int32_t(vocab - 1), ids[2] = ids[n - 1];  // both ends, and a repeat
+      const std::vector<int32_t> ids = ids_with_ends(n, vocab, rng_);
       Tensor o = out({n, d});
       backend_->embedding(table, ids, o);
       std::vector<float> want;

@@ -14,6 +14,7 @@
 // is scale·q + bias in f32, as on the CPU; bf16 compute rounds only x.
 #include <algorithm>
 
+#include "backend/cuda/bf16_vectors.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 
@@ -91,8 +92,6 @@ __device__ __forceinline__ float dot_unit(const float (&x)[32], const uint32_t (
   }
   return even + odd;
 }
-
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
 // x's 32 values of unit u (16-byte aligned: K is a multiple of 32), rounded
 // to bf16 values when asked, and their sum.

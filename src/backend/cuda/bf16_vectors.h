@@ -4,9 +4,13 @@
 // code: for .cu files only.
 #include <cstdint>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 namespace fathom::cuda {
+
+// v rounded to the nearest bf16 value (bf16 compute's rounding of x), as f32.
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
 // The 2 bf16 values of a 32-bit word, the first in its low half.
 __device__ __forceinline__ void widen_bf16x2(uint32_t word, float out[2]) {

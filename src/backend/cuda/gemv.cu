@@ -27,8 +27,6 @@ struct GemvLaunch {
   int count;
 };
 
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-
 // x's 8 values at chunk c, rounded to bf16 as the bf16
 // products see them (no separate rounding pass).
 __device__ __forceinline__ void load_x8(const float* row, int64_t c, float out[8]) {
