@@ -299,23 +299,24 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   // Whether decode steps take the packed GEMV (else they widen panels too:
   // cpu_quant_matmul.cpp).
   const bool all_gemv = cpu::detect_isa() == cpu::Isa::avx512;
-  // On a GPU, steps past the quantized GEMV's rows widen a panel of weight
-  // rows at a time (affine_matmul.cu): the largest such panel.
+  // On a GPU, steps past the quantized GEMV's rows (4, or 16 for 4- and 8-bit
+  // codes in bf16 compute) widen a panel of weight rows at a time
+  // (affine_matmul.cu): the largest such panel.
   int64_t widened_panel = 0;
   if (c.quantization) {
     plain_depth = 0;
-    for (const auto& [name, t] : in_.tensors) {
-      if (!ends_with(name, ".weight") || t.shape.size() < 2) continue;
+    for (const auto& [name, stored] : in_.tensors) {
+      if (!ends_with(name, ".weight") || stored.shape.size() < 2) continue;
       const std::string module = quantized_module(in_.tensors, name);
       if (module.empty()) {
-        plain_depth = std::max(plain_depth, t.shape.back());
+        plain_depth = std::max(plain_depth, stored.shape.back());
         continue;
       }
       const int bits = module_bits(c, module);
-      quantized_depth = std::max(quantized_depth, t.shape.back() * 32 / bits);
-      if (!kept_in_f32(name))
-        widened_panel = std::max(widened_panel, cuda_memory::dequant_panel_bytes(t.shape[t.shape.size() - 2],
-                                                                                 t.shape.back() * 32 / bits));
+      quantized_depth = std::max(quantized_depth, stored.shape.back() * 32 / bits);
+      if (!kept_in_f32(name) && t > cuda_memory::affine_gemv_max_rows(bits, in_.dtype == ComputeDType::bf16))
+        widened_panel = std::max(widened_panel, cuda_memory::dequant_panel_bytes(stored.shape[stored.shape.size() - 2],
+                                                                                 stored.shape.back() * 32 / bits));
     }
     plain_depth = std::min(plain_depth, widest_input);
     quantized_depth = std::min(quantized_depth, widest_input);
@@ -329,7 +330,7 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
   if (in_.device == Device::cuda) {
     // Each of the step's ~30 tensors is an allocation of its own, rounded up.
     bytes += 32 * cuda_memory::kAllocationAlignment;
-    const int64_t panel = t > cuda_memory::kAffineGemvMaxRows ? cuda_memory::aligned(widened_panel) : 0;
+    const int64_t panel = cuda_memory::aligned(widened_panel);
     return {bytes, cuda_scratch_bytes(t, context, rounded_depth, max_hd) + panel};
   }
   scratch += t * rounded_depth * (2 + 4);

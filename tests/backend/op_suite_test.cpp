@@ -311,17 +311,19 @@ TEST_P(OpSuite, MatmulAffineWeights) {
   // Rows of 12 units of 32 values (fewer than a warp's lanes) and, for
   // decode rows, of 288 (more slices of 1,024 than a device's block has
   // warps); widths with tails for a device's columns per block; rows from
-  // decode (a device's packed GEMV, 1-4) to prefill (widened panels). Three
-  // targets of one x: two of one code width (one launch) and one of the next.
+  // decode (a device's packed GEMV: 1-4 rows, 1-16 for 4- and 8-bit codes in
+  // bf16 compute, whose kernels take up to 2, 8 and 16: 9 and 16 fill its
+  // second tile of x in part and whole) to prefill (widened panels). Three targets of one x: two of one code
+  // width (one launch) and one of the next.
   const int kBits[] = {2, 3, 4, 5, 6, 8};
   const DType kParams[] = {DType::bf16, DType::f16, DType::f32};
   int variant = 0;
   for (int64_t k : {384, 9216})
     for (int b = 0; b < 6; ++b)
       for (int group : {32, 64, 128})
-        for (int64_t m : {1, 3, 4, 5, 21})
+        for (int64_t m : {1, 2, 3, 4, 5, 9, 16, 21})
           for (bool bf16_inputs : {false, true}) {
-            if (k > 384 && (group != 64 || m > 4 || m == 3)) continue;
+            if (k > 384 && (group != 64 || (m > 4 && m != 16) || m == 2 || m == 3)) continue;
             const DType params = kParams[variant++ % 3];
             const Input x = input({m, k});
             const int64_t widths[] = {37, 8, 70};

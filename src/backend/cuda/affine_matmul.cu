@@ -14,6 +14,7 @@
 // is scale·q + bias in f32, as on the CPU; bf16 compute rounds only x.
 #include <algorithm>
 
+#include "backend/cuda/affine_launch.h"
 #include "backend/cuda/bf16_vectors.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
@@ -21,25 +22,12 @@
 namespace fathom::cuda {
 namespace {
 
-// How a tensor of scales or biases stores its values.
-enum class ParamType : int { f32, bf16, f16 };
-
-ParamType param_type(DType t) {
-  switch (t) {
-    case DType::f32: return ParamType::f32;
-    case DType::bf16: return ParamType::bf16;
-    case DType::f16: return ParamType::f16;
-    default: fail("affine weights: scales of dtype ", dtype_name(t), " (f32, bf16 or f16)");
-  }
-}
-
-__device__ __forceinline__ float param_at(const void* p, ParamType type, int64_t i) {
-  switch (type) {
-    case ParamType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case ParamType::f16: return __half2float(static_cast<const __half*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
+using affine::block_output;
+using affine::Launch;
+using affine::Output;
+using affine::param_at;
+using affine::param_type;
+using affine::ParamType;
 
 // A unit is 32 consecutive values of a row: `Bits` words of codes, inside one
 // group (groups are 32-128 values). A row is K·Bits/32 words with K a
@@ -111,30 +99,11 @@ __device__ __forceinline__ float load_x_unit(const float* row, int64_t u, bool r
   return sum;
 }
 
-constexpr int kGemvWarps = 4;    // warps per block
-constexpr int kGemvOutputs = 4;  // outputs (q/k/v, gate/up) per launch
+constexpr int kGemvWarps = 4;  // warps per block
 // Output columns per warp: each lane's x values serve that many weight rows
 // (x comes from L1; at 4 bits one x value per weight value would be as many
 // bytes as the codes themselves).
 constexpr int columns_per_warp(int bits) { return bits <= 4 ? 4 : 2; }
-
-struct GemvOutput {
-  const uint32_t* codes;
-  const void* scales;
-  const void* biases;
-  ParamType params;
-  int group;
-  const float* bias;  // or null
-  float* y;           // [M, n]
-  int64_t n;
-};
-
-// The outputs of one launch: blocks [first_block[i], first_block[i + 1]) compute output i.
-struct GemvLaunch {
-  GemvOutput out[kGemvOutputs];
-  int64_t first_block[kGemvOutputs + 1];
-  int count;
-};
 
 // y[m, n] = Σ_k x[m, k]·(scale·q + bias) for m < M ≤ Rows: a warp takes
 // columns_per_warp(Bits) columns n, its lanes units of 32 values along K.
@@ -142,13 +111,10 @@ struct GemvLaunch {
 // pace: bench/RESULTS.md, "On the GPU".)
 template <int Bits, int Rows>
 __global__ void __launch_bounds__(32 * kGemvWarps)
-    affine_gemv_kernel(GemvLaunch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
+    affine_gemv_kernel(Launch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
   constexpr int C = columns_per_warp(Bits);
-  GemvOutput o = launch.out[0];
-  int64_t first = 0;
-#pragma unroll
-  for (int i = 1; i < kGemvOutputs; ++i)
-    if (i < launch.count && blockIdx.x >= launch.first_block[i]) o = launch.out[i], first = launch.first_block[i];
+  int64_t first;
+  const Output o = block_output(launch, first);
   const int lane = threadIdx.x % 32;
   const int64_t n0 = ((int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32) * C;
   if (n0 >= o.n) return;
@@ -267,37 +233,33 @@ void with_bits(int bits, F&& f) {
   }
 }
 
-// The vector loads want a unit's words aligned to their width.
-void check_codes_aligned(const Tensor& w, const char* op) {
-  check(reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0, op, ": quantized codes at ", w.raw(),
-        " are not 16-byte aligned");
-}
-
 }  // namespace
 
 void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* const> targets, bool bf16_inputs) {
   const int64_t M = x.dim(0), K = x.dim(1);
-  check(M <= cuda_memory::kAffineGemvMaxRows, "matmul: the quantized GEMV takes at most ",
-        cuda_memory::kAffineGemvMaxRows, " rows, got ", M);
-  // One launch per run of up to kGemvOutputs targets of one code width.
+  // One launch per run of up to affine::kOutputs targets of one code width
+  // (and, on the tensor cores, one group size).
   for (size_t first = 0; first < targets.size();) {
-    const int bits = targets[first]->w->affine_quant().bits;
-    const int64_t per_block = kGemvWarps * columns_per_warp(bits);
-    GemvLaunch args{};
-    size_t next = first;
-    while (next < targets.size() && args.count < kGemvOutputs && targets[next]->w->affine_quant().bits == bits) {
-      const MatmulTarget& t = *targets[next++];
-      const AffineQuant& q = t.w->affine_quant();
-      check_codes_aligned(*t.w, "matmul");
-      const int64_t n = t.w->dim(0);
-      args.out[args.count] = {t.w->data<uint32_t>(), q.scales.raw(),    q.biases.raw(), param_type(q.scales.dtype()),
-                              q.group_size,          t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>(), n};
-      args.first_block[args.count + 1] = args.first_block[args.count] + (n + per_block - 1) / per_block;
-      ++args.count;
+    const AffineQuant& q = targets[first]->w->affine_quant();
+    const bool mma = affine_mma_suits(M, *targets[first]->w, bf16_inputs);
+    size_t next = first + 1;
+    while (next < targets.size() && next - first < size_t(affine::kOutputs)) {
+      const AffineQuant& n = targets[next]->w->affine_quant();
+      if (n.bits != q.bits || (mma && n.group_size != q.group_size)) break;
+      ++next;
     }
+    const std::span<const MatmulTarget* const> run = targets.subspan(first, next - first);
     first = next;
+    if (mma) {
+      affine_mma_gemv(x.data<float>(), M, K, run);
+      continue;
+    }
+    check(M <= cuda_memory::kAffineGemvMaxRows, "matmul: the quantized GEMV takes at most ",
+          cuda_memory::kAffineGemvMaxRows, " rows of ", q.bits, "-bit codes, got ", M);
+    Launch args{};
+    for (const MatmulTarget* t : run) affine::add_output(args, *t, kGemvWarps * columns_per_warp(q.bits));
     const dim3 grid(unsigned(args.first_block[args.count])), block(32 * kGemvWarps);
-    with_bits(bits, [&](auto b) {
+    with_bits(q.bits, [&](auto b) {
       constexpr int B = decltype(b)::value;
       if (M == 1) launch("matmul: quantized gemv", affine_gemv_kernel<B, 1>, grid, block, 0, args, x.data<float>(), M, K,
                          bf16_inputs);
@@ -310,7 +272,7 @@ void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* con
 void CudaBackend::affine_panels(const MatmulTarget& t, int64_t M, int64_t K, const void* xs, bool bf16_inputs) {
   const Tensor& w = *t.w;
   const AffineQuant& q = w.affine_quant();
-  check_codes_aligned(w, "matmul");
+  affine::check_codes_aligned(w, "matmul");
   const int64_t N = w.dim(0), panel_bytes = cuda_memory::dequant_panel_bytes(N, K);
   const int64_t rows = panel_bytes / (K * 4);
   void* panel = scratch(kDequantPanel, size_t(panel_bytes));
@@ -342,7 +304,7 @@ void CudaBackend::affine_panels(const MatmulTarget& t, int64_t M, int64_t K, con
 
 void CudaBackend::affine_embedding(const Tensor& table, const int32_t* ids, int64_t n, Tensor& out) {
   const AffineQuant& q = table.affine_quant();
-  check_codes_aligned(table, "embedding");
+  affine::check_codes_aligned(table, "embedding");
   const int64_t d = table.dim(1);
   with_bits(q.bits, [&](auto b) {
     constexpr int B = decltype(b)::value;

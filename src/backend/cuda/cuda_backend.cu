@@ -349,14 +349,16 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
   const int64_t M = x.dim(0), K = x.dim(1);
   if (M == 0) return;
   const auto by_gemv = [&](const MatmulTarget& t) { return bf16_inputs && gemv_enabled_ && gemv_suits(M, K, *t.w); };
-  const bool affine_gemv_rows = M <= cuda_memory::kAffineGemvMaxRows;
   const auto affine = [](const MatmulTarget& t) { return t.w->dtype() == DType::affine; };
+  const auto by_affine_gemv = [&](const MatmulTarget& t) {
+    return affine(t) && M <= cuda_memory::affine_gemv_max_rows(t.w->affine_quant().bits, bf16_inputs);
+  };
   std::vector<GemvOutput> gemv;
   std::vector<const MatmulTarget*> packed;  // quantized weights read by the GEMV
   bool rounded_x = false, f32_weights = false;  // what the cuBLAS targets need of x
   for (const MatmulTarget& t : targets) {
     if (by_gemv(t)) gemv.push_back({t.w, t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>()});
-    else if (affine(t) && affine_gemv_rows) packed.push_back(&t);
+    else if (by_affine_gemv(t)) packed.push_back(&t);
     else {
       rounded_x = bf16_inputs;
       f32_weights = f32_weights || t.w->dtype() == DType::f32;
@@ -375,7 +377,7 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
   if (!gemv.empty()) gemv_bf16(x.data<float>(), K, gemv);
   if (!packed.empty()) affine_gemv(x, packed, bf16_inputs);
   for (const MatmulTarget& t : targets) {
-    if (by_gemv(t) || (affine(t) && affine_gemv_rows)) continue;
+    if (by_gemv(t) || by_affine_gemv(t)) continue;
     const int64_t N = t.w->dim(0);
     float* y = t.y->data<float>();
     const float* bias = t.bias ? t.bias->data<float>() : nullptr;

@@ -187,11 +187,16 @@ class CudaBackend final : public Backend {
   static bool gemv_suits(int64_t M, int64_t K, const Tensor& w);
   void gemv_bf16(const float* x, int64_t K, std::span<const GemvOutput> outputs);
   // y (+ bias) = x · wᵀ over quantized weights (affine_matmul.cu): up to
-  // cuda_memory::kAffineGemvMaxRows rows of x from the packed codes, the
+  // cuda_memory::affine_gemv_max_rows rows of x from the packed codes, the
   // targets of one code width together; longer x one target at a time, its
   // weight widened a panel of rows at a time for cuBLAS (xs: x rounded to
   // bf16 in bf16 compute, else x).
   void affine_gemv(const Tensor& x, std::span<const MatmulTarget* const> targets, bool bf16_inputs);
+  // The tensor-core GEMV for 4- and 8-bit codes in bf16 compute, 1-16 rows
+  // (affine_mma_gemv.cu): whether it takes w, and one launch of up to four
+  // targets of one code width and group size.
+  static bool affine_mma_suits(int64_t M, const Tensor& w, bool bf16_inputs);
+  void affine_mma_gemv(const float* x, int64_t M, int64_t K, std::span<const MatmulTarget* const> targets);
   void affine_panels(const MatmulTarget& t, int64_t M, int64_t K, const void* xs, bool bf16_inputs);
   // out[i] = the dequantized row ids[i] (device ids) of a quantized table.
   void affine_embedding(const Tensor& table, const int32_t* ids, int64_t n, Tensor& out);

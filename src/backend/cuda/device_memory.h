@@ -18,11 +18,16 @@ inline constexpr int64_t kArenaTensorBytes = int64_t(8) << 20, kArenaStageBytes 
 // of kMinSplitKeys keys.
 inline constexpr int64_t kMaxPartialRows = int64_t(1) << 18, kMinSplitKeys = 32;
 
-// Matmuls over quantized (MLX affine) weights: up to this many rows of x read
-// the packed codes directly; longer steps widen the weight a panel of rows at
-// a time into a scratch of at most kDequantPanelBytes (one row at least), 4
-// bytes a value (f32, or the two bf16 halves of it).
-inline constexpr int64_t kAffineGemvMaxRows = 4;
+// Matmuls over quantized (MLX affine) weights: up to kAffineGemvMaxRows rows
+// of x read the packed codes directly, and up to kAffineMmaGemvMaxRows for
+// 4- and 8-bit codes in bf16 compute (on the tensor cores); longer steps
+// widen the weight a panel of rows at a time into a scratch of at most
+// kDequantPanelBytes (one row at least), 4 bytes a value (f32, or the two
+// bf16 halves of it).
+inline constexpr int64_t kAffineGemvMaxRows = 4, kAffineMmaGemvMaxRows = 16;
+inline constexpr int64_t affine_gemv_max_rows(int bits, bool bf16_compute) {
+  return bf16_compute && (bits == 4 || bits == 8) ? kAffineMmaGemvMaxRows : kAffineGemvMaxRows;
+}
 inline constexpr int64_t kDequantPanelBytes = int64_t(32) << 20;
 
 // The panel an n × k weight is widened through.

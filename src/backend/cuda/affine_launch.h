@@ -1,0 +1,84 @@
+#pragma once
+// What the quantized-weight GEMVs (affine_matmul.cu, affine_mma_gemv.cu)
+// share: how scales and biases are stored, and the outputs of one launch
+// (q/k/v or gate/up of one x), each a run of blocks. Device code: for .cu
+// files only.
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+namespace fathom::cuda::affine {
+
+// How a tensor of scales or biases stores its values.
+enum class ParamType : int { f32, bf16, f16 };
+
+inline ParamType param_type(DType t) {
+  switch (t) {
+    case DType::f32: return ParamType::f32;
+    case DType::bf16: return ParamType::bf16;
+    case DType::f16: return ParamType::f16;
+    default: fail("affine weights: scales of dtype ", dtype_name(t), " (f32, bf16 or f16)");
+  }
+}
+
+__device__ __forceinline__ float param_at(const void* p, ParamType type, int64_t i) {
+  switch (type) {
+    case ParamType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case ParamType::f16: return __half2float(static_cast<const __half*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+inline constexpr int kOutputs = 4;  // outputs per launch
+
+struct Output {
+  const uint32_t* codes;
+  const void* scales;
+  const void* biases;
+  ParamType params;
+  int group;
+  const float* bias;  // or null
+  float* y;           // [M, n]
+  int64_t n;
+};
+
+// Blocks [first_block[i], first_block[i + 1]) compute output i.
+struct Launch {
+  Output out[kOutputs];
+  int64_t first_block[kOutputs + 1];
+  int count;
+};
+
+// The kernels' vector loads want a row's words aligned to their width.
+inline void check_codes_aligned(const Tensor& w, const char* op) {
+  check(reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0, op, ": quantized codes at ", w.raw(),
+        " are not 16-byte aligned");
+}
+
+// Adds a target whose output columns are taken `per_block` to a block.
+inline void add_output(Launch& l, const Backend::MatmulTarget& t, int64_t per_block) {
+  const AffineQuant& q = t.w->affine_quant();
+  check_codes_aligned(*t.w, "matmul");
+  const int64_t n = t.w->dim(0);
+  l.out[l.count] = {t.w->data<uint32_t>(), q.scales.raw(), q.biases.raw(), param_type(q.scales.dtype()),
+                    q.group_size,          t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>(), n};
+  l.first_block[l.count + 1] = l.first_block[l.count] + (n + per_block - 1) / per_block;
+  ++l.count;
+}
+
+// This block's output, and the number of its first block (selected with
+// constant indices: the launch stays in the kernel's parameter space).
+__device__ __forceinline__ Output block_output(const Launch& l, int64_t& first) {
+  Output o = l.out[0];
+  first = 0;
+#pragma unroll
+  for (int j = 1; j < kOutputs; ++j)
+    if (j < l.count && blockIdx.x >= l.first_block[j]) o = l.out[j], first = l.first_block[j];
+  return o;
+}
+
+}  // namespace fathom::cuda::affine
