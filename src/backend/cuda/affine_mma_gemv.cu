@@ -12,11 +12,11 @@
 // CPU, x rounded to bf16 as bf16 compute rounds it.
 //
 // A block is 8 warps (4 where x takes much room: Layout) on one tile of 16
-// weight rows; K is cut into chunks of
-// U groups (128 bytes of each row) dealt to the warps in turn. Each warp
-// keeps a ring of chunks in shared memory, filled by async copies a few
-// chunks ahead: the bytes in flight, which set the pace of a read-once
-// kernel, cost no registers, and a copy reads whole lines. Lane (g, t) =
+// weight rows; K is cut into chunks of U groups (128 bytes of each row)
+// dealt to the warps in turn. Each warp keeps a ring of chunks in shared
+// memory, filled by async copies a few chunks ahead: the bytes in flight,
+// which set the pace of a read-once kernel, cost no registers, and a copy
+// reads whole lines. Lane (g, t) =
 // (lane / 4, lane % 4) takes rows g and g + 8 of the tile, and in each group
 // t's quarter of each row. The order of k inside an mma is free as long as A
 // and B agree: the mask takes the codes at bits s and s + 16 of a word (s =
