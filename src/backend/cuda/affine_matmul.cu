@@ -2,9 +2,11 @@
 // codes packed little-endian into u32 words along each row, a scale and a
 // bias per group of 32, 64 or 128 values (value = scale·q + bias in f32).
 //
-// Decode steps (up to cuda_memory::kAffineGemvMaxRows rows of x) read the packed codes
-// directly: their floor is the weight bytes a step reads, and a 4-bit
-// weight is a quarter of a bf16 one. Per group, y += scale·Σ x·q + bias·Σ x,
+// Decode steps (up to cuda_memory::affine_gemv_max_rows rows of x) read the
+// packed codes directly: their floor is the weight bytes a step reads, and a
+// 4-bit weight is a quarter of a bf16 one. 4- and 8-bit codes in bf16
+// compute go to the tensor cores (affine_mma_gemv.cu), the rest to the
+// CUDA-core kernel here. Per group, y += scale·Σ x·q + bias·Σ x,
 // so the codes are multiplied as the small integers they are. Longer steps
 // widen a panel of weight rows at a time into scratch and hand it to cuBLAS,
 // so a prefill chunk reuses each widened panel for all its rows: the f32
