@@ -22,6 +22,7 @@
 // and B agree: the mask takes the codes at bits s and s + 16 of a word (s =
 // 0, 4, 8, 12), and x, staged per chunk in bf16, is paired to match.
 #include <algorithm>
+#include <atomic>
 
 #include "backend/cuda/affine_launch.h"
 #include "backend/cuda/bf16_vectors.h"
@@ -361,12 +362,15 @@ void CudaBackend::affine_mma_gemv(const float* x, int64_t M, int64_t K,
         const auto kernel = affine_mma_gemv_kernel<Bits, G, XRows>;
         const dim3 block(32 * L::kWarps);
         constexpr size_t bytes = L::kSharedBytes;
-        // Past 48 KiB a kernel must ask for its shared memory; once is enough.
-        static const bool asked = (check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                                   int(bytes)),
-                                              "matmul: quantized gemv (tensor cores)"),
-                                   true);
-        (void)asked;
+        // Past 48 KiB a kernel must ask for its shared memory, once on each
+        // device (a bit each).
+        static std::atomic<uint64_t> asked_on{0};
+        const uint64_t device_bit = uint64_t(1) << (ctx_->device % 64);
+        if (!(asked_on.load(std::memory_order_relaxed) & device_bit)) {
+          check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+                     "matmul: quantized gemv (tensor cores)");
+          asked_on.fetch_or(device_bit, std::memory_order_relaxed);
+        }
         launch("matmul: quantized gemv (tensor cores)", kernel, grid, block, bytes, args, x, int(M), K);
       };
       if (M <= 2) run(std::integral_constant<int, 2>{});
