@@ -33,6 +33,20 @@ __device__ __forceinline__ float param_at(const void* p, ParamType type, int64_t
   }
 }
 
+// A parameter's stored bits, loaded now and made a float later (param_value):
+// a kernel that loads ahead holds a register, not a stall on the load.
+__device__ __forceinline__ uint32_t param_bits(const void* p, ParamType type, int64_t i) {
+  if (type == ParamType::f32) return static_cast<const uint32_t*>(p)[i];
+  return static_cast<const uint16_t*>(p)[i];
+}
+__device__ __forceinline__ float param_value(uint32_t bits, ParamType type) {
+  switch (type) {
+    case ParamType::bf16: return __uint_as_float(bits << 16);
+    case ParamType::f16: return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+    default: return __uint_as_float(bits);
+  }
+}
+
 inline constexpr int kOutputs = 4;  // outputs per launch
 
 struct Output {
@@ -70,14 +84,15 @@ inline void add_output(Launch& l, const Backend::MatmulTarget& t, int64_t per_bl
   ++l.count;
 }
 
-// This block's output, and the number of its first block (selected with
-// constant indices: the launch stays in the kernel's parameter space).
-__device__ __forceinline__ Output block_output(const Launch& l, int64_t& first) {
+// The output that block (or tile) `block` computes, and the number of its
+// first block (selected with constant indices: the launch stays in the
+// kernel's parameter space).
+__device__ __forceinline__ Output block_output(const Launch& l, int64_t block, int64_t& first) {
   Output o = l.out[0];
   first = 0;
 #pragma unroll
   for (int j = 1; j < kOutputs; ++j)
-    if (j < l.count && blockIdx.x >= l.first_block[j]) o = l.out[j], first = l.first_block[j];
+    if (j < l.count && block >= l.first_block[j]) o = l.out[j], first = l.first_block[j];
   return o;
 }
 

@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(32 * kGemvWarps)
     affine_gemv_kernel(Launch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
   constexpr int C = columns_per_warp(Bits);
   int64_t first;
-  const Output o = block_output(launch, first);
+  const Output o = block_output(launch, blockIdx.x, first);
   const int lane = threadIdx.x % 32;
   const int64_t n0 = ((int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32) * C;
   if (n0 >= o.n) return;
