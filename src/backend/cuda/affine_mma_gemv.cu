@@ -20,11 +20,12 @@
 // the pace of a read-once kernel, cost no registers, and a copy reads whole
 // lines. Scales and biases are loaded a step before they are converted, x a
 // step before it is staged, and a lane's sources are set once a tile: the
-// instructions per code, not the bytes, were the limit (bench/RESULTS.md). Lane (g, t) =
-// (lane / 4, lane % 4) takes rows g and g + 8 of the tile, and in each group
-// t's quarter of each row. The order of k inside an mma is free as long as A
-// and B agree: the mask takes the codes at bits s and s + 16 of a word (s =
-// 0, 4, 8, 12), and x, staged per chunk in bf16, is paired to match.
+// instructions per code, not the bytes, were the limit (bench/RESULTS.md).
+// Lane (g, t) = (lane / 4, lane % 4) takes rows g and g + 8 of the tile,
+// and in each group t's quarter of each row. The order of k inside an mma is
+// free as long as A and B agree: the mask takes the codes at bits s and
+// s + 16 of a word (s = 0, 4, 8, 12), and x, staged per chunk in bf16, is
+// paired to match.
 #include <algorithm>
 #include <atomic>
 
@@ -494,8 +495,8 @@ void CudaBackend::affine_mma_gemv(const float* x, int64_t M, int64_t K,
     const AffineQuant& tq = t->w->affine_quant();
     check(tq.bits == q.bits && tq.group_size == q.group_size && args.count < affine::kOutputs,
           "matmul: one tensor-core GEMV launch takes up to ", affine::kOutputs, " outputs of one code width and group");
-    check(t->w->dim(0) * K * tq.bits / 32 <= int64_t(UINT32_MAX), "matmul: the tensor-core GEMV takes codes of up to 2^32 words, got ",
-          t->w->dim(0) * K * tq.bits / 32);  // its offsets are 32 bits (TileSource)
+    const int64_t words = t->w->dim(0) * K * tq.bits / 32;  // its offsets are 32 bits (TileSource)
+    check(words <= int64_t(UINT32_MAX), "matmul: the tensor-core GEMV takes codes of up to 2^32 words, got ", words);
     affine::add_output(args, *t, kTileRows);
   }
   const int64_t tiles = args.first_block[args.count];
