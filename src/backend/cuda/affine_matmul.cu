@@ -114,6 +114,7 @@ constexpr int columns_per_warp(int bits) { return bits <= 4 ? 4 : 2; }
 template <int Bits, int Rows>
 __global__ void __launch_bounds__(32 * kGemvWarps)
     affine_gemv_kernel(Launch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
+  await_previous_kernel();
   constexpr int C = columns_per_warp(Bits);
   int64_t first;
   const Output o = block_output(launch, blockIdx.x, first);
@@ -202,6 +203,7 @@ template <int Bits, typename Out>
 __global__ void affine_rows_kernel(const uint32_t* codes, const void* scales, const void* biases, ParamType params,
                                    int group, int64_t K, const int32_t* ids, int64_t first, int64_t rows, Out* out,
                                    Out* lo) {
+  await_previous_kernel();
   const int64_t units = K / 32, groups = K / group;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * units;
        i += int64_t(gridDim.x) * blockDim.x) {

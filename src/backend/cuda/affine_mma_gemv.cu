@@ -376,6 +376,9 @@ __global__ void __launch_bounds__(32 * Layout<Bits, Group, XRows>::kWarps)
     }
     commit_copies();
   }
+  // The copies and parameters above read weights only: they run while the
+  // kernel before this one finishes. x is its output.
+  await_previous_kernel();
   XPasses<Bits, Group, XRows> xp;
   if (steps > 0) load_x<Bits, Group, XRows>(xp, x, M, K, int64_t(warp) * U, groups, lane);
   int k = 0;

@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(32 * kFlashWarps)
 attention_flash_bf16_kernel(KvLayout l, unsigned char* const* table, const float* q, int64_t t, int64_t heads,
                             int64_t kv_heads, float scale, int64_t q_first, int64_t window, int64_t splits,
                             int64_t split_len, float* partial, float* out) {
+  await_previous_kernel();
   constexpr int kStride = D + 8;  // a shared row's bf16s: ldmatrix's 8 rows land in distinct banks
   constexpr int kChunks = D / 8;  // 16-byte pieces of a row
   __shared__ __align__(16) __nv_bfloat16 ks[kFlashKeys][kStride];

@@ -84,6 +84,7 @@ CudaBackend::CudaBackend(int device)
   graphs_enabled_ = !env_is("FATHOM_CUDA_GRAPHS", "0");
   gemv_enabled_ = !env_is("FATHOM_CUDA_GEMV", "0");
   sync_ops_ = env_is("FATHOM_CUDA_SYNC_OPS", "1");
+  ctx_->overlap_kernels = prop.major >= 9 && !env_is("FATHOM_CUDA_OVERLAP", "0");
 }
 
 namespace {
@@ -302,6 +303,7 @@ __device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162floa
 // combinations cuBLAS has no type for (f32 activations with bf16 weights).
 template <typename W>
 __global__ void matmul_tiled(const float* x, const W* w, const float* bias, float* y, int64_t M, int64_t N, int64_t K) {
+  await_previous_kernel();
   __shared__ float xs[32][33], ws[32][33];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t m0 = int64_t(blockIdx.y) * 32, n0 = int64_t(blockIdx.x) * 32;
@@ -324,6 +326,7 @@ __global__ void matmul_tiled(const float* x, const W* w, const float* bias, floa
 }
 
 __global__ void round_to_bf16(const float* x, int64_t n, __nv_bfloat16* out, float* rounded) {
+  await_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const __nv_bfloat16 b = __float2bfloat16_rn(x[i]);
     if (out) out[i] = b;
@@ -332,6 +335,7 @@ __global__ void round_to_bf16(const float* x, int64_t n, __nv_bfloat16* out, flo
 }
 
 __global__ void add_bias(float* y, const float* bias, int64_t M, int64_t N) {
+  await_previous_kernel();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N; i += int64_t(gridDim.x) * blockDim.x)
     y[i] += bias[i % N];
 }

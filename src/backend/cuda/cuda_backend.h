@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/device_memory.h"
+#include "backend/cuda/kernel_overlap.h"
 #include "backend/cuda/kv_layout.h"
 #include "backend/cuda/step_arena.h"
 #include "backend/cuda/step_graph.h"
@@ -41,6 +42,9 @@ struct Context {
   cublasHandle_t cublas = nullptr;
   std::string name;
   int sm_count = 1;
+  // Kernels launched to overlap the one before them (kernel_overlap.h): on
+  // Hopper and later, unless FATHOM_CUDA_OVERLAP=0.
+  bool overlap_kernels = false;
   // Pinned host memory that small host-to-device copies pass through, used as
   // a ring: a copy from pageable memory would wait for the stream to drain,
   // which stops the host from running ahead of the GPU. The stream is
@@ -151,15 +155,18 @@ class CudaBackend final : public Backend {
   void flash_attention(const KvLayout& l, unsigned char* const* table, const float* q, int64_t t, int64_t heads,
                        const KvView& kv, const AttentionParams& p, int64_t splits, float* partial, float* out);
 
-  // Launches `kernel` now, or records it while a step is recorded.
+  // Launches `kernel` now, or records it while a step is recorded; where the
+  // device can, to overlap the kernel before it (kernel_overlap.h).
   template <typename... Params>
   void launch(const char* op, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
               std::type_identity_t<Params>... args) {
     if (recorder_) {
-      recorder_->kernel(kernel, grid, block, shared_bytes, args...);
+      recorder_->kernel(kernel, grid, block, shared_bytes, ctx_->overlap_kernels, args...);
       return piece_recorded();
     }
-    kernel<<<grid, block, shared_bytes, stream()>>>(args...);
+    void* pointers[] = {&args..., nullptr};
+    enqueue_kernel(reinterpret_cast<const void*>(kernel), grid, block, shared_bytes, pointers, stream(),
+                   ctx_->overlap_kernels);
     check_launch(op);
     if (sync_ops_) check_cuda(cudaStreamSynchronize(stream()), op);
   }

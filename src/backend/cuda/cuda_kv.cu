@@ -56,6 +56,7 @@ __device__ void rotate(float* x, int64_t n, const float* signs, bool inverse) {
 }
 
 __global__ void rotate_rows_kernel(float* x, int64_t rows, int64_t d, const float* signs, bool inverse) {
+  await_previous_kernel();
   const int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (row >= rows) return;
   float buf[kMaxHeadDim];
@@ -79,6 +80,7 @@ __device__ void pack(uint32_t* words, int bits, int64_t i, uint32_t code) {
 // position (refs[t]).
 __global__ void kv_write_plain_kernel(KvLayout l, const KvRowRef* refs, int64_t count, int64_t heads,
                                       const float* k, const float* v) {
+  await_previous_kernel();
   const int64_t quads = l.head_dim / 4;
   const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (idx >= count * heads * 2 * quads) return;
@@ -146,6 +148,7 @@ __device__ __forceinline__ void rotate_slice(float x[8], int part, int64_t d, co
 // Rows of x rotated in place (attention's queries into the codebook's
 // rotated space, its output back), d / 8 lanes a row.
 __global__ void rotate_rows_lanes_kernel(float* x, int64_t rows, int64_t d, const float* signs, bool inverse) {
+  await_previous_kernel();
   const int lanes = int(d / 8);
   const int64_t tid = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, row = tid / lanes;
   const int part = int(tid % lanes);
@@ -195,6 +198,7 @@ __device__ __forceinline__ void store_codes(unsigned char* p, int bits, unsigned
 // its sequence's view at its position (refs[t]).
 __global__ void kv_write_coded_kernel(KvLayout l, const KvRowRef* refs, int64_t count, int64_t heads, const float* k,
                                       const float* v, const float* signs) {
+  await_previous_kernel();
   const int64_t d = l.head_dim, units = count * heads * 2;
   const int lanes = int(d / 8);
   const int64_t tid = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, unit = min(tid / lanes, units - 1);
@@ -257,6 +261,7 @@ __global__ void kv_write_coded_kernel(KvLayout l, const KvRowRef* refs, int64_t 
 // One thread per (token, head, K or V): encodes one row, as the CPU codecs do.
 __global__ void kv_write_kernel(KvLayout l, unsigned char* const* table, int64_t row0, int64_t count, int64_t heads,
                                 const float* k, const float* v, const float* signs) {
+  await_previous_kernel();
   const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (idx >= count * heads * 2) return;
   const int which = int(idx % 2);
@@ -314,6 +319,7 @@ __global__ void kv_write_kernel(KvLayout l, unsigned char* const* table, int64_t
 // One thread per (token, head, K or V): a row widened (and rotated back).
 __global__ void kv_read_kernel(KvLayout l, unsigned char* const* table, int64_t row0, int64_t count, int64_t heads,
                                float* k, float* v, const float* signs) {
+  await_previous_kernel();
   const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (idx >= count * heads * 2) return;
   const int which = int(idx % 2);
@@ -336,6 +342,7 @@ __global__ void kv_read_kernel(KvLayout l, unsigned char* const* table, int64_t 
 __global__ void attention_split_kernel(KvLayout l, unsigned char* const* table, const float* q, int64_t t,
                                        int64_t heads, int64_t kv_heads, float scale, int64_t q_first, int64_t window,
                                        int64_t splits, int64_t split_len, float* partial) {
+  await_previous_kernel();
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= t * heads) return;
@@ -385,6 +392,7 @@ __global__ void __launch_bounds__(kTiledThreads)
 attention_tiled_kernel(KvLayout l, unsigned char* const* table, const float* q, int64_t t, int64_t heads,
                        int64_t kv_heads, float scale, int64_t q_first, int64_t window, int64_t splits,
                        int64_t split_len, float* partial) {
+  await_previous_kernel();
   __shared__ float qs[kTileQueries][kTiledMaxHeadDim];
   __shared__ float ks[kTileKeys][kTiledMaxHeadDim + 1];
   __shared__ float vs[kTileKeys][kTiledMaxHeadDim];
@@ -572,6 +580,7 @@ template <int D, int G, class Rows>
 __global__ void __launch_bounds__(32 * kDecodeWarps)
 attention_decode_kernel(KvLayout l, const KvRowRef* refs, const float* q, int64_t heads, int64_t kv_heads,
                         float scale, int64_t window, int64_t splits, int64_t split_len, float* partial) {
+  await_previous_kernel();
   using S = DecodeShape<D, Rows::kCoded>;
   constexpr int kLanes = S::kLanesPerRow, kLoads = S::kLoads, kKeys = S::kKeys;
   constexpr int kCopies = kLanes / kLoads;  // lanes left holding each key's score
@@ -738,6 +747,7 @@ attention_decode_kernel(KvLayout l, const KvRowRef* refs, const float* q, int64_
 constexpr int kCombineWarps = 8;
 __global__ void __launch_bounds__(32 * kCombineWarps)
 attention_combine_kernel(const float* partial, int64_t splits, int64_t d, float* out) {
+  await_previous_kernel();
   constexpr int kPer = kMaxHeadDim / 32;
   __shared__ float warp_acc[kCombineWarps][kMaxHeadDim];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;

@@ -33,6 +33,7 @@ __device__ float block_sum(float v) {
 }
 
 __global__ void rms_norm_rows(const float* x, const float* w, float eps, int64_t d, float* y) {
+  await_previous_kernel();
   const float* xr = x + blockIdx.x * d;
   float* yr = y + blockIdx.x * d;
   float ss = 0.0f;
@@ -44,6 +45,7 @@ __global__ void rms_norm_rows(const float* x, const float* w, float eps, int64_t
 // add then rms_norm_rows in one pass over the row (the same sums, so the
 // same results); out may be y: every y[i] is read before the block's sum.
 __global__ void add_rms_norm_rows(float* x, const float* y, const float* w, float eps, int64_t d, float* out) {
+  await_previous_kernel();
   float* xr = x + blockIdx.x * d;
   const float* yr = y + blockIdx.x * d;
   float* outr = out + blockIdx.x * d;
@@ -61,6 +63,7 @@ __global__ void add_rms_norm_rows(float* x, const float* y, const float* w, floa
 // memory (head_dim floats), then rotated as rope_rows does and written back.
 __global__ void rms_norm_rope_rows(float* x, const float* w, float eps, const float* cos, const float* sin,
                                    int64_t heads, int64_t head_dim, int64_t half) {
+  await_previous_kernel();
   extern __shared__ float normed[];
   float* xr = x + blockIdx.x * head_dim;
   const int64_t ti = blockIdx.x / heads;
@@ -83,6 +86,7 @@ __global__ void rms_norm_rope_rows(float* x, const float* w, float eps, const fl
 
 __global__ void rope_rows(float* x, const float* cos, const float* sin, int64_t t, int64_t heads, int64_t head_dim,
                           int64_t half) {
+  await_previous_kernel();
   GRID_STRIDE(idx, t * heads * half) {
     const int64_t i = idx % half, row = idx / half, ti = row / heads;
     float* v = x + row * head_dim;
@@ -94,10 +98,12 @@ __global__ void rope_rows(float* x, const float* cos, const float* sin, int64_t 
 }
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  await_previous_kernel();
   GRID_STRIDE(i, n) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
 __global__ void gelu_tanh_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  await_previous_kernel();
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   GRID_STRIDE(i, n) {
     const float x = gate[i];
@@ -105,17 +111,33 @@ __global__ void gelu_tanh_mul_kernel(const float* gate, const float* up, float* 
   }
 }
 
-__global__ void add_kernel(float* x, const float* y, int64_t n) { GRID_STRIDE(i, n) x[i] += y[i]; }
+__global__ void add_kernel(float* x, const float* y, int64_t n) {
+  await_previous_kernel();
+  GRID_STRIDE(i, n) x[i] += y[i];
+}
 
-__global__ void fill_kernel(float* x, float v, int64_t n) { GRID_STRIDE(i, n) x[i] = v; }
+__global__ void fill_kernel(float* x, float v, int64_t n) {
+  await_previous_kernel();
+  GRID_STRIDE(i, n) x[i] = v;
+}
 
-__global__ void scale_kernel(float* x, float s, int64_t n) { GRID_STRIDE(i, n) x[i] *= s; }
+__global__ void scale_kernel(float* x, float s, int64_t n) {
+  await_previous_kernel();
+  GRID_STRIDE(i, n) x[i] *= s;
+}
 
-__global__ void soft_cap_kernel(float* x, float cap, int64_t n) { GRID_STRIDE(i, n) x[i] = tanhf(x[i] / cap) * cap; }
+__global__ void soft_cap_kernel(float* x, float cap, int64_t n) {
+  await_previous_kernel();
+  GRID_STRIDE(i, n) x[i] = tanhf(x[i] / cap) * cap;
+}
 
-__global__ void mul_columns_kernel(float* x, const float* w, int64_t d, int64_t n) { GRID_STRIDE(i, n) x[i] *= w[i % d]; }
+__global__ void mul_columns_kernel(float* x, const float* w, int64_t d, int64_t n) {
+  await_previous_kernel();
+  GRID_STRIDE(i, n) x[i] *= w[i % d];
+}
 
 __global__ void sigmoid_mul_kernel(float* x, const float* gate, int64_t per, int64_t n) {
+  await_previous_kernel();
   GRID_STRIDE(i, n) x[i] *= sigmoidf(gate[i / per]);
 }
 
@@ -130,11 +152,13 @@ __device__ __forceinline__ float widen(__half v) { return __half2float(v); }
 
 template <typename T>
 __global__ void embedding_kernel(const T* table, const int32_t* ids, int64_t n, int64_t d, float* out) {
+  await_previous_kernel();
   GRID_STRIDE(i, n * d) out[i] = widen(table[int64_t(ids[i / d]) * d + i % d]);
 }
 
 __global__ void copy_columns_kernel(const float* src, int64_t ls, int64_t src_col, float* dst, int64_t ld,
                                     int64_t dst_col, int64_t rows, int64_t width) {
+  await_previous_kernel();
   GRID_STRIDE(i, rows * width) {
     const int64_t r = i / width, c = i % width;
     dst[r * ld + dst_col + c] = src[r * ls + src_col + c];
@@ -142,12 +166,14 @@ __global__ void copy_columns_kernel(const float* src, int64_t ls, int64_t src_co
 }
 
 __global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_t n, int64_t d, float* dst) {
+  await_previous_kernel();
   GRID_STRIDE(i, n * d) dst[i] = src[int64_t(rows[i / d]) * d + i % d];
 }
 
 // One thread per column, rows in order: repeated destination rows add in order of i.
 __global__ void scatter_add_rows_kernel(const float* src, const int32_t* rows, const float* weights, int64_t n,
                                         int64_t d, float* dst) {
+  await_previous_kernel();
   GRID_STRIDE(c, d)
   for (int64_t i = 0; i < n; ++i) dst[int64_t(rows[i]) * d + c] += src[i * d + c] * weights[i];
 }
@@ -156,6 +182,7 @@ __global__ void scatter_add_rows_kernel(const float* src, const int32_t* rows, c
 // remaining probability (the lower index wins ties, as on the CPU).
 __global__ void route_top_k_kernel(const float* logits, int64_t t, int64_t e, int64_t k, bool renormalize,
                                    const float* expert_scale, float* probs, int32_t* ids, float* weights) {
+  await_previous_kernel();
   GRID_STRIDE(row, t) {
     const float* l = logits + row * e;
     float* p = probs + row * e;
@@ -183,6 +210,7 @@ __global__ void route_top_k_kernel(const float* logits, int64_t t, int64_t e, in
 // One thread per channel, tokens in order; the window lives in the state.
 __global__ void conv1d_silu_kernel(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
                                    float* state, float* out) {
+  await_previous_kernel();
   GRID_STRIDE(c, channels) {
     const int64_t past = kernel - 1;
     const float* w = weight + c * kernel;
@@ -206,6 +234,7 @@ __global__ void conv1d_silu_kernel(const float* x, int64_t t, int64_t channels, 
 // One warp per (row, head).
 __global__ void l2_norm_heads_kernel(float* x, int64_t rows, int64_t cols, int64_t first_col, int64_t heads,
                                      int64_t head_dim, float scale, float eps) {
+  await_previous_kernel();
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= rows * heads) return;
@@ -219,6 +248,7 @@ __global__ void l2_norm_heads_kernel(float* x, int64_t rows, int64_t cols, int64
 
 __global__ void delta_gates_kernel(float* b, float* a, const float* neg_a, const float* dt_bias, int64_t hv,
                                    int64_t n) {
+  await_previous_kernel();
   GRID_STRIDE(i, n) {
     b[i] = sigmoidf(b[i]);
     const float x = a[i] + dt_bias[i % hv];
@@ -234,6 +264,7 @@ __global__ void delta_rule_kernel(const float* qkv, int64_t stride, int64_t key_
                                   const float* beta, int64_t t, int64_t hv, int64_t group, int64_t dk, int64_t dv,
                                   float* state, float* out, float* history, int64_t history_rows,
                                   int64_t history_row) {
+  await_previous_kernel();
   __shared__ float qs[kMaxDk], ks[kMaxDk];
   const int64_t h = blockIdx.x, b = threadIdx.x, kh = h / group;
   float s[kMaxDk];
@@ -272,6 +303,7 @@ __global__ void delta_rule_kernel(const float* qkv, int64_t stride, int64_t key_
 }
 
 __global__ void gated_rms_norm_rows(float* x, const float* z, const float* w, float eps, int64_t d) {
+  await_previous_kernel();
   float* xr = x + blockIdx.x * d;
   const float* zr = z + blockIdx.x * d;
   float ss = 0.0f;

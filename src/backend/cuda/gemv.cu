@@ -47,9 +47,15 @@ __global__ void gemv_bf16_kernel(GemvLaunch launch, const float* __restrict__ x,
     if (i < launch.count && blockIdx.x >= launch.first_block[i]) o = launch.out[i], first = launch.first_block[i];
   const int lane = threadIdx.x % 32;
   const int64_t n = (int64_t(blockIdx.x) - first) * kGemvWarps + threadIdx.x / 32;
-  if (n >= o.n) return;
-  const uint4* wr = o.w + n * (K / 8);
+  const uint4* wr = o.w + std::min(n, o.n - 1) * (K / 8);
   const int64_t chunks = K / 8;  // 16-byte chunks per weight row
+  // The first loads' weights asked of L2 while the kernel before this one
+  // finishes (x is its output; kernel_overlap.h).
+#pragma unroll
+  for (int u = 0; u < kGemvUnroll; ++u)
+    if (lane + 32 * u < chunks) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + lane + 32 * u));
+  await_previous_kernel();
+  if (n >= o.n) return;
   float acc = 0.0f;
   int64_t c = lane;
   for (; c + 32 * (kGemvUnroll - 1) < chunks; c += 32 * kGemvUnroll) {

@@ -41,11 +41,18 @@ struct RecordedCall {
   std::vector<uint64_t> signature;
   std::function<void(cudaStream_t)> run;
 
+  bool overlap = false;  // launched to overlap the kernel before it (kernel_overlap.h)
+
   bool is_kernel() const { return func != nullptr; }
   // Pointers to each argument, for cudaLaunchKernel and kernel node parameters.
   std::vector<void*> arg_pointers();
   bool same_launch(const RecordedCall& o) const;
 };
+
+// Enqueues kernel `func` with its argument pointers; `overlap` launches it
+// to overlap the kernel before it on the stream (kernel_overlap.h).
+void enqueue_kernel(const void* func, dim3 grid, dim3 block, size_t shared_bytes, void** args, cudaStream_t stream,
+                    bool overlap);
 
 // The calls of one step. Kept across steps: a call's buffers are reused by
 // the call at the same place in the next step, so that recording a kernel
@@ -54,10 +61,11 @@ class StepRecorder {
  public:
   void begin() { size_ = 0; }
   template <typename... Params>
-  void kernel(void (*func)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+  void kernel(void (*func)(Params...), dim3 grid, dim3 block, size_t shared_bytes, bool overlap,
               const std::type_identity_t<Params>&... values) {
     RecordedCall& c = next();
     c.func = reinterpret_cast<const void*>(func);
+    c.overlap = overlap;
     c.grid = grid;
     c.block = block;
     c.shared_bytes = shared_bytes;
