@@ -35,16 +35,15 @@ __device__ __forceinline__ float param_at(const void* p, ParamType type, int64_t
 
 // A parameter's stored bits, loaded now and made a float later (param_value):
 // a kernel that loads ahead holds a register, not a stall on the load.
-__device__ __forceinline__ uint32_t param_bits(const void* p, ParamType type, int64_t i) {
-  if (type == ParamType::f32) return static_cast<const uint32_t*>(p)[i];
-  return static_cast<const uint16_t*>(p)[i];
+// Both without branches (selects on the launch-wide type): a GEMV converts
+// a few a step, and branching cost it more than the conversions.
+__device__ __forceinline__ uint32_t param_bits(const void* p, ParamType type, uint32_t i) {
+  return type == ParamType::f32 ? static_cast<const uint32_t*>(p)[i] : static_cast<const uint16_t*>(p)[i];
 }
 __device__ __forceinline__ float param_value(uint32_t bits, ParamType type) {
-  switch (type) {
-    case ParamType::bf16: return __uint_as_float(bits << 16);
-    case ParamType::f16: return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
-    default: return __uint_as_float(bits);
-  }
+  const float half = __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+  const uint32_t wide = type == ParamType::bf16 ? bits << 16 : bits;
+  return type == ParamType::f16 ? half : __uint_as_float(wide);
 }
 
 inline constexpr int kOutputs = 4;  // outputs per launch
@@ -85,15 +84,14 @@ inline void add_output(Launch& l, const Backend::MatmulTarget& t, int64_t per_bl
 }
 
 // The output that block (or tile) `block` computes, and the number of its
-// first block (selected with constant indices: the launch stays in the
-// kernel's parameter space).
-__device__ __forceinline__ Output block_output(const Launch& l, int64_t block, int64_t& first) {
-  Output o = l.out[0];
-  first = 0;
+// first block. `l` is a kernel's __grid_constant__ parameter: indexed where
+// it lies, in the parameter space, not copied out first.
+__device__ __forceinline__ const Output& block_output(const Launch& l, int64_t block, int64_t& first) {
+  int j = 0;
 #pragma unroll
-  for (int j = 1; j < kOutputs; ++j)
-    if (j < l.count && block >= l.first_block[j]) o = l.out[j], first = l.first_block[j];
-  return o;
+  for (int k = 1; k < kOutputs; ++k) j += k < l.count && block >= l.first_block[k];
+  first = l.first_block[j];
+  return l.out[j];
 }
 
 }  // namespace fathom::cuda::affine

@@ -113,7 +113,8 @@ constexpr int columns_per_warp(int bits) { return bits <= 4 ? 4 : 2; }
 // pace: bench/RESULTS.md, "On the GPU".)
 template <int Bits, int Rows>
 __global__ void __launch_bounds__(32 * kGemvWarps)
-    affine_gemv_kernel(Launch launch, const float* __restrict__ x, int64_t M, int64_t K, bool round_x) {
+    affine_gemv_kernel(const __grid_constant__ Launch launch, const float* __restrict__ x, int64_t M, int64_t K,
+                       bool round_x) {
   await_previous_kernel();
   constexpr int C = columns_per_warp(Bits);
   int64_t first;

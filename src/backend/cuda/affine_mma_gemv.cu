@@ -28,6 +28,7 @@
 // paired to match.
 #include <algorithm>
 #include <atomic>
+#include <type_traits>
 
 #include "backend/cuda/affine_launch.h"
 #include "backend/cuda/bf16_vectors.h"
@@ -127,10 +128,12 @@ struct Ring {
 
 // A warp's chunk of x (rows < XRows), rounded to bf16 and paired as the
 // mmas take it: 8 values a piece, a piece more a row so that rows fall on
-// other banks.
+// other banks. Row XRows stays zero: the lanes whose rows of x are past M
+// read it, so that every lane loads its B fragments the same way.
 template <int Bits, int Group, int XRows>
 struct XChunk {
-  uint4 pieces[XRows][Shape<Bits, Group>::kChunkValues / 8 + 1];
+  static constexpr int kPieces = Shape<Bits, Group>::kChunkValues / 8 + 1;
+  uint4 pieces[XRows + 1][kPieces];
 };
 
 // A kernel for up to XRows rows of x: the mma's 8 columns once or twice,
@@ -177,22 +180,22 @@ struct TileSource {
   uint32_t param[S::kChunkGroups];
   uint32_t last_param;  // parameters past a row's last group read its next row's, or this one
 
-  __device__ __forceinline__ void set(const Launch& l, int64_t tile, int64_t row_words, int64_t groups, int lane) {
+  __device__ __forceinline__ void set(const Launch& l, int64_t tile, uint32_t row_words, uint32_t groups, int lane) {
     constexpr int U = S::kChunkGroups;
     int64_t first;
     o = block_output(l, tile, first);
-    const int64_t n0 = (tile - first) * kTileRows;
+    const uint32_t n0 = uint32_t(tile - first) * kTileRows, last_row = uint32_t(o.n - 1);
 #pragma unroll
     for (int j = 0; j < kPieces; ++j) {
       const int i = lane + 32 * j, row = i / kSegs, p = i % kSegs;
-      piece[j] = uint32_t(std::min(n0 + row, o.n - 1) * row_words + 4 * p);
+      piece[j] = std::min(n0 + row, last_row) * row_words + 4 * p;
     }
 #pragma unroll
     for (int j = 0; j < U; ++j) {
       const int e = lane + 32 * j, row = e / U % kTileRows, u = e % U;
-      param[j] = uint32_t(std::min(n0 + row, o.n - 1) * groups + u);
+      param[j] = std::min(n0 + row, last_row) * groups + u;
     }
-    last_param = uint32_t(o.n * groups - 1);
+    last_param = (last_row + 1) * groups - 1;
   }
 };
 
@@ -277,15 +280,22 @@ __device__ __forceinline__ void store_x_pass(const float4 (&in)[2], int M, int p
   using P = XPasses<Bits, Group, XRows>;
   const int r = pass * P::kRowsPerPass + lane / P::kLanesPerRow, piece = lane % P::kLanesPerRow,
             u = piece * 8 / Group;
-  const float v[8] = {round_bf16(in[0].x), round_bf16(in[0].y), round_bf16(in[0].z), round_bf16(in[0].w),
-                      round_bf16(in[1].x), round_bf16(in[1].y), round_bf16(in[1].z), round_bf16(in[1].w)};
-  float sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-  if (r < M) {
-    if constexpr (Bits == 4)
-      xc.pieces[r][piece] = {bf16_pair(v[0], v[4]), bf16_pair(v[1], v[5]), bf16_pair(v[2], v[6]), bf16_pair(v[3], v[7])};
-    else
-      xc.pieces[r][piece] = {bf16_pair(v[0], v[2]), bf16_pair(v[1], v[3]), bf16_pair(v[4], v[6]), bf16_pair(v[5], v[7])};
+  // Rounded as they are paired; the sums take the rounded values back out
+  // of the pairs: pair i holds values first(i) and first(i) + apart.
+  const uint4 pairs = Bits == 4 ? uint4{bf16_pair(in[0].x, in[1].x), bf16_pair(in[0].y, in[1].y),
+                                        bf16_pair(in[0].z, in[1].z), bf16_pair(in[0].w, in[1].w)}
+                                : uint4{bf16_pair(in[0].x, in[0].z), bf16_pair(in[0].y, in[0].w),
+                                        bf16_pair(in[1].x, in[1].z), bf16_pair(in[1].y, in[1].w)};
+  const uint32_t words[4] = {pairs.x, pairs.y, pairs.z, pairs.w};
+  constexpr int apart = Bits == 4 ? 4 : 2;
+  float v[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int first = Bits == 4 ? i : i % 2 + 4 * (i / 2);
+    v[first] = __uint_as_float(words[i] << 16), v[first + apart] = __uint_as_float(words[i] & 0xffff0000u);
   }
+  float sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+  if (r < M) xc.pieces[r][piece] = pairs;
 #pragma unroll
   for (int s = 1; s < Group / 8; s <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, s);
   if (r < M && lane % (Group / 8) == 0) sums[u][r] = sum;
@@ -328,9 +338,11 @@ __device__ __forceinline__ uint32_t times16(uint32_t pair) {
   return *reinterpret_cast<const uint32_t*>(&q);
 }
 
+// Two blocks a multiprocessor, as their shared memory was sized for: registers
+// must not leave room for fewer.
 template <int Bits, int Group, int XRows>
-__global__ void __launch_bounds__(32 * Layout<Bits, Group, XRows>::kWarps)
-    affine_mma_gemv_kernel(Launch launch, const float* __restrict__ x, int M, int64_t K) {
+__global__ void __launch_bounds__(32 * Layout<Bits, Group, XRows>::kWarps, 2)
+    affine_mma_gemv_kernel(const __grid_constant__ Launch launch, const float* __restrict__ x, int M, int64_t K) {
   using S = Shape<Bits, Group>;
   constexpr int W = S::kWords, U = S::kChunkGroups, Tiles = Rows<XRows>::kTiles, Cols = Rows<XRows>::kCols,
                 kStages = Rows<XRows>::kStages, kWarps = Layout<Bits, Group, XRows>::kWarps;
@@ -343,6 +355,16 @@ __global__ void __launch_bounds__(32 * Layout<Bits, Group, XRows>::kWarps)
   const int64_t groups = K / Group, row_words = K * Bits / 32;
   const int chunks = int((groups + U - 1) / U);
   for (int i = lane; i < U * Cols; i += 32) sums[i / Cols][i % Cols] = 0.0f;  // rows ≥ M stay 0
+  for (int i = lane; i < xc.kPieces; i += 32) xc.pieces[XRows][i] = make_uint4(0, 0, 0, 0);
+  // This lane's B fragments, per tile of 8 rows of x: its row's pieces (the
+  // zero row past M) from its quarter t of each group on.
+  using XPiece = std::conditional_t<Bits == 4, uint4, uint2>;
+  const XPiece* xrow[Tiles];
+#pragma unroll
+  for (int tile = 0; tile < Tiles; ++tile) {
+    const int r = g + 8 * tile;
+    xrow[tile] = reinterpret_cast<const XPiece*>(xc.pieces[r < M ? r : XRows]) + t * W;
+  }
   // The block's tiles are blockIdx.x, + gridDim.x, ...; in each, this warp
   // takes chunks warp, warp + kWarps, ...: `mine` of them. Its steps run
   // through them tile after tile, so that its ring stays full across tiles.
@@ -361,7 +383,7 @@ __global__ void __launch_bounds__(32 * Layout<Bits, Group, XRows>::kWarps)
     int step = 0, tile = 0, chunk = 0;
   } next;
   const auto start_next = [&] {
-    if (next.chunk == 0) source.set(launch, tile_of(next.tile), row_words, groups, lane);
+    if (next.chunk == 0) source.set(launch, tile_of(next.tile), uint32_t(row_words), uint32_t(groups), lane);
     const uint32_t c = warp + next.chunk * kWarps;
     copy_chunk<Bits, Group>(ring, next.step % kStages, source, uint32_t(row_words), c, lane);
     load_params<Bits, Group>(params, source, c, lane);
@@ -384,7 +406,7 @@ __global__ void __launch_bounds__(32 * Layout<Bits, Group, XRows>::kWarps)
   int k = 0;
   for (int i = 0; i < my_tiles; ++i) {
     int64_t first;
-    const Output o = block_output(launch, tile_of(i), first);
+    const Output& o = block_output(launch, tile_of(i), first);
     const int64_t n0 = (tile_of(i) - first) * kTileRows;
     float acc[Tiles][4] = {};
     for (int kk = 0; kk < mine; ++kk, ++k) {
@@ -411,20 +433,15 @@ __global__ void __launch_bounds__(32 * Layout<Bits, Group, XRows>::kWarps)
         ring.template words<W>(stage, g + 8, u * S::kGroupWords + t * W, wb);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-          const int w = u * S::kGroupWords + t * W + j;
-          // B for the word's two mmas, per tile of 8 rows of x (rows ≥ M zero).
-          uint32_t b[Tiles][2][2] = {};
+          // B for the word's two mmas, per tile of 8 rows of x.
+          uint32_t b[Tiles][2][2];
 #pragma unroll
           for (int tile = 0; tile < Tiles; ++tile) {
-            const int r = g + 8 * tile;
-            if (r >= M) continue;
-            if constexpr (Bits == 4) {
-              const uint4 v = xc.pieces[r][w];
+            const XPiece v = xrow[tile][u * S::kGroupWords + j];
+            if constexpr (Bits == 4)
               b[tile][0][0] = v.x, b[tile][0][1] = v.y, b[tile][1][0] = v.z, b[tile][1][1] = v.w;
-            } else {
-              const uint2 v = reinterpret_cast<const uint2*>(xc.pieces[r])[w];
+            else
               b[tile][0][0] = v.x, b[tile][0][1] = times16(v.x), b[tile][1][0] = v.y, b[tile][1][1] = times16(v.y);
-            }
           }
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
