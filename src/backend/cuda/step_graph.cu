@@ -35,8 +35,9 @@ void enqueue_kernel(const void* func, dim3 grid, dim3 block, size_t shared_bytes
 }
 
 bool RecordedCall::same_launch(const RecordedCall& o) const {
-  return overlap == o.overlap && grid.x == o.grid.x && grid.y == o.grid.y && grid.z == o.grid.z && block.x == o.block.x &&
-         block.y == o.block.y && block.z == o.block.z && shared_bytes == o.shared_bytes && args == o.args;
+  return overlap == o.overlap && grid.x == o.grid.x && grid.y == o.grid.y && grid.z == o.grid.z &&
+         block.x == o.block.x && block.y == o.block.y && block.z == o.block.z && shared_bytes == o.shared_bytes &&
+         args == o.args;
 }
 
 namespace {
