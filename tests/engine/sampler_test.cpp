@@ -57,6 +57,19 @@ TEST(Sampler, ArgmaxIsTheFirstLargestLogit) {
     logits[n - 1] = logits[3] = 100.0f;  // a tie: the first wins, also past the last whole 8
     EXPECT_EQ(argmax(logits), 3) << n;
   }
+  // Ties anywhere (in one lane of 16, in two, the later lane holding the
+  // earlier index), NaNs skipped, nothing above -inf.
+  for (int round = 0; round < 200; ++round) {
+    const int n = 2 + int(rng() % 400);
+    auto logits = random_logits(rng, n);
+    for (int i = 0; i < n / 10; ++i) logits[rng() % size_t(n)] = NAN;
+    const size_t a = rng() % size_t(n - 1), b = a + 1 + rng() % size_t(n - 1 - a);
+    logits[a] = logits[b] = 50.0f;
+    EXPECT_EQ(argmax(logits), int32_t(a)) << n << " " << a << " " << b;
+  }
+  EXPECT_EQ(argmax(std::vector<float>{NAN, -INFINITY, -INFINITY}), 1);
+  EXPECT_EQ(argmax(std::vector<float>(40, -INFINITY)), 0);
+  EXPECT_EQ(argmax(std::vector<float>(40, NAN)), 0);
 }
 
 TEST(Sampler, SameSeedSameDrawsDifferentSeedDifferentDraws) {
