@@ -20,8 +20,6 @@ void check_cublas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS) fail("cuda: ", what, ": cuBLAS status ", int(status));
 }
 
-void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
-
 Context::~Context() {
   cudaSetDevice(device);
   if (stream) cudaStreamSynchronize(stream);

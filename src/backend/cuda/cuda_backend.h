@@ -30,8 +30,6 @@ namespace fathom::cuda {
 // Throws a fathom::Error naming the operation when a CUDA call fails.
 void check_cuda(cudaError_t status, const char* what);
 void check_cublas(cublasStatus_t status, const char* what);
-// After kernel launches: a launch error (bad configuration) surfaces here.
-void check_launch(const char* op);
 
 // What outlives the backend object: tensors it allocated free themselves on
 // this stream, so they hold it.
@@ -165,9 +163,8 @@ class CudaBackend final : public Backend {
       return piece_recorded();
     }
     void* pointers[] = {&args..., nullptr};
-    enqueue_kernel(reinterpret_cast<const void*>(kernel), grid, block, shared_bytes, pointers, stream(),
+    enqueue_kernel(op, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes, pointers, stream(),
                    ctx_->overlap_kernels);
-    check_launch(op);
     if (sync_ops_) check_cuda(cudaStreamSynchronize(stream()), op);
   }
   // Enqueues work that is not one of our kernels (cuBLAS, a copy) now, or

@@ -19,8 +19,8 @@ std::vector<void*> RecordedCall::arg_pointers() {
   return p;
 }
 
-void enqueue_kernel(const void* func, dim3 grid, dim3 block, size_t shared_bytes, void** args, cudaStream_t stream,
-                    bool overlap) {
+void enqueue_kernel(const char* op, const void* func, dim3 grid, dim3 block, size_t shared_bytes, void** args,
+                    cudaStream_t stream, bool overlap) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -31,13 +31,12 @@ void enqueue_kernel(const void* func, dim3 grid, dim3 block, size_t shared_bytes
   early.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &early;
   config.numAttrs = overlap ? 1 : 0;
-  check_cuda(cudaLaunchKernelExC(&config, func, args), "launch a kernel");
+  check_cuda(cudaLaunchKernelExC(&config, func, args), op);
 }
 
 bool RecordedCall::same_launch(const RecordedCall& o) const {
-  return overlap == o.overlap && grid.x == o.grid.x && grid.y == o.grid.y && grid.z == o.grid.z &&
-         block.x == o.block.x && block.y == o.block.y && block.z == o.block.z && shared_bytes == o.shared_bytes &&
-         args == o.args;
+  return grid.x == o.grid.x && grid.y == o.grid.y && grid.z == o.grid.z && block.x == o.block.x &&
+         block.y == o.block.y && block.z == o.block.z && shared_bytes == o.shared_bytes && args == o.args;
 }
 
 namespace {
@@ -65,7 +64,7 @@ bool same_shape(std::span<const RecordedCall> a, std::span<const RecordedCall> b
 void launch(RecordedCall& c, cudaStream_t stream) {
   if (!c.is_kernel()) return c.run(stream);
   std::vector<void*> args = c.arg_pointers();
-  enqueue_kernel(c.func, c.grid, c.block, c.shared_bytes, args.data(), stream, c.overlap);
+  enqueue_kernel("launch a recorded kernel", c.func, c.grid, c.block, c.shared_bytes, args.data(), stream, c.overlap);
 }
 
 constexpr size_t kMaxGraphs = 8;

@@ -50,9 +50,10 @@ struct RecordedCall {
 };
 
 // Enqueues kernel `func` with its argument pointers; `overlap` launches it
-// to overlap the kernel before it on the stream (kernel_overlap.h).
-void enqueue_kernel(const void* func, dim3 grid, dim3 block, size_t shared_bytes, void** args, cudaStream_t stream,
-                    bool overlap);
+// to overlap the kernel before it on the stream (kernel_overlap.h). A launch
+// error is thrown naming `op`.
+void enqueue_kernel(const char* op, const void* func, dim3 grid, dim3 block, size_t shared_bytes, void** args,
+                    cudaStream_t stream, bool overlap);
 
 // The calls of one step. Kept across steps: a call's buffers are reused by
 // the call at the same place in the next step, so that recording a kernel
