@@ -404,8 +404,11 @@ TEST_P(OpSuite, MatmulRejectsBadArguments) {
 TEST_P(OpSuite, RmsNorm) {
   SCOPED_TRACE(seed_note());
   const float eps = 1e-6f;
-  // [rows, D], and [T, heads, head_dim] with a per-head weight (q/k norms).
-  const std::vector<std::vector<int64_t>> shapes = {{1, 64}, {7, 33}, {33, 200}, {5, 3, 16}};
+  // [rows, D], and [T, heads, head_dim] with a per-head weight (q/k norms);
+  // widths that a GPU holds in registers as 1, 2, 4 or 8 float4s a thread
+  // and past them (20,000), and widths that are no multiple of 4.
+  const std::vector<std::vector<int64_t>> shapes = {{1, 64},   {7, 33},   {33, 200},  {5, 3, 16},
+                                                    {1, 4096}, {3, 8192}, {2, 16384}, {1, 20000}};
   for (const auto& shape : shapes) {
     const int64_t d = shape.back();
     const Input x = input(shape, 3.0f), w = input({d});
@@ -425,7 +428,8 @@ TEST_P(OpSuite, RmsNorm) {
 TEST_P(OpSuite, AddRmsNorm) {
   SCOPED_TRACE(seed_note());
   const float eps = 1e-6f;
-  for (const auto& shape : std::vector<std::vector<int64_t>>{{1, 64}, {7, 33}, {16, 1024}})
+  for (const auto& shape : std::vector<std::vector<int64_t>>{
+           {1, 64}, {7, 33}, {16, 1024}, {1, 4096}, {3, 8192}, {2, 16384}, {1, 20000}, {2, 6}})
     for (bool out_is_y : {false, true}) {
       const int64_t d = shape.back();
       Input x = input(shape, 3.0f), y = input(shape, 3.0f);

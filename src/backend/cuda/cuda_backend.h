@@ -125,6 +125,10 @@ class CudaBackend final : public Backend {
   void kv_rows_impl(const KvView& kv, int64_t row, const Tensor& k, const Tensor& v, bool write);
   // Every step row's KvRowRef on the device, the segments' block tables staged with them.
   const KvRowRef* stage_rows(std::span<const KvSegment> segments);
+  // rms_norm (y null) or add_rms_norm over rows held in registers, where d
+  // and the pointers suit it; false leaves the op to the general kernel.
+  bool norm_rows_fast(const char* op, float* x, const float* y, const float* w, float eps, int64_t d, int64_t rows,
+                      float* out);
   // Attention over one view (one sequence's rows of a step, or all of them
   // where the decode kernel does not take the step whole).
   void attend_view(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out);

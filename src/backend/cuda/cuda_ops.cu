@@ -59,6 +59,47 @@ __global__ void add_rms_norm_rows(float* x, const float* y, const float* w, floa
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) outr[i] = w[i] * (xr[i] * inv);
 }
 
+// rms_norm_rows and add_rms_norm_rows for rows of 4·V·blockDim.x floats or
+// fewer, held in registers as V float4s a thread: one read of x and y, no
+// second pass over memory. At batch 1 a norm is one block between two GEMVs,
+// so its latency, not its bytes, is what the step pays. w is a weight (no
+// kernel writes it): it is loaded before waiting for the kernel before.
+template <int V, bool Add>
+__global__ void norm_rows_in_registers(float* x, const float* y, const float* w, float eps, int d4, float* out) {
+  float4 wv[V], v[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i < d4) wv[k] = __ldg(reinterpret_cast<const float4*>(w) + i);
+  }
+  await_previous_kernel();
+  const int64_t row = int64_t(blockIdx.x) * d4;
+  float4* xr = reinterpret_cast<float4*>(x) + row;
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i >= d4) continue;
+    float4 a = xr[i];
+    if constexpr (Add) {
+      const float4 b = reinterpret_cast<const float4*>(y)[row + i];
+      a = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      xr[i] = a;
+    }
+    v[k] = a;
+    ss += (a.x * a.x + a.y * a.y) + (a.z * a.z + a.w * a.w);
+  }
+  const float inv = 1.0f / sqrtf(block_sum(ss) / float(4 * d4) + eps);
+  float4* outr = reinterpret_cast<float4*>(out) + row;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i < d4)
+      outr[i] = make_float4(wv[k].x * (v[k].x * inv), wv[k].y * (v[k].y * inv), wv[k].z * (v[k].z * inv),
+                            wv[k].w * (v[k].w * inv));
+  }
+}
+
 // One block per head vector of x [T, heads, head_dim]: normed into shared
 // memory (head_dim floats), then rotated as rope_rows does and written back.
 __global__ void rms_norm_rope_rows(float* x, const float* w, float eps, const float* cos, const float* sin,
@@ -314,11 +355,35 @@ __global__ void gated_rms_norm_rows(float* x, const float* z, const float* w, fl
 
 int row_threads(int64_t d) { return int(std::min<int64_t>(1024, std::max<int64_t>(32, (d + 31) / 32 * 32))); }
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 }  // namespace
+
+// Rows of up to 16,384 floats, a multiple of 4, on aligned rows go through
+// norm_rows_in_registers: V float4s a thread, at most 512 threads.
+bool CudaBackend::norm_rows_fast(const char* op, float* x, const float* y, const float* w, float eps, int64_t d,
+                                 int64_t rows, float* out) {
+  const int64_t d4 = d / 4;
+  if (d % 4 != 0 || d4 > 8 * 512 || !aligned16(x) || !aligned16(y) || !aligned16(w) || !aligned16(out)) return false;
+  const auto go = [&]<int V>(std::integral_constant<int, V>) {
+    const int threads = int((d4 + V - 1) / V + 31) / 32 * 32;
+    if (y) launch(op, norm_rows_in_registers<V, true>, unsigned(rows), threads, 0, x, y, w, eps, int(d4), out);
+    else launch(op, norm_rows_in_registers<V, false>, unsigned(rows), threads, 0, x, y, w, eps, int(d4), out);
+  };
+  if (d4 <= 512) go(std::integral_constant<int, 1>{});
+  else if (d4 <= 2 * 512) go(std::integral_constant<int, 2>{});
+  else if (d4 <= 4 * 512) go(std::integral_constant<int, 4>{});
+  else go(std::integral_constant<int, 8>{});
+  return true;
+}
 
 void CudaBackend::rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
   const int64_t d = w.numel(), rows = x.numel() / d;
   if (rows == 0) return;
+  // x is read only (the kernel writes x only when it adds y).
+  if (norm_rows_fast("rms_norm", const_cast<float*>(x.data<float>()), nullptr, w.data<float>(), eps, d, rows,
+                     y.data<float>()))
+    return;
   launch("rms_norm", rms_norm_rows, unsigned(rows), row_threads(d), 0, x.data<float>(), w.data<float>(), eps, d,
          y.data<float>());
 }
@@ -333,6 +398,9 @@ void CudaBackend::rope_impl(Tensor& x, const Tensor& cos, const Tensor& sin) {
 void CudaBackend::add_rms_norm_impl(Tensor& x, const Tensor& y, const Tensor& w, float eps, Tensor& out) {
   const int64_t d = w.numel(), rows = x.numel() / d;
   if (rows == 0) return;
+  if (norm_rows_fast("add_rms_norm", x.data<float>(), y.data<float>(), w.data<float>(), eps, d, rows,
+                     out.data<float>()))
+    return;
   launch("add_rms_norm", add_rms_norm_rows, unsigned(rows), row_threads(d), 0, x.data<float>(), y.data<float>(),
          w.data<float>(), eps, d, out.data<float>());
 }
