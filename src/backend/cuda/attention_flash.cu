@@ -3,6 +3,7 @@
 // (queries and probabilities rounded to bf16, products summed in f32, the
 // softmax online over tiles of keys), with mma.sync's bf16 m16n8k16.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
@@ -46,6 +47,30 @@ __device__ __forceinline__ void load_matrices(uint32_t r[4], const void* row) {
   }
 }
 
+// Async copies, global to shared, 16 bytes (zeros where src_bytes is 0).
+__device__ __forceinline__ void copy_async16(void* dst, const void* src, int src_bytes) {
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;"); }
+template <int Pending>
+__device__ __forceinline__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending));
+}
+
+// A block's shared memory: two stages of key and value tiles, so that the
+// next tile's rows are on their way while this one is multiplied (the
+// copies' latency, not the tensor cores, set the pace with one stage), and
+// each stage's row addresses (null past the block's keys).
+template <int D>
+struct FlashTiles {
+  static constexpr int kStride = D + 8;  // a shared row's bf16s: ldmatrix's 8 rows land in distinct banks
+  __nv_bfloat16 ks[2][kFlashKeys][kStride];
+  __nv_bfloat16 vs[2][kFlashKeys][kStride];
+  const unsigned char* key_rows[2][kFlashKeys];
+  const unsigned char* value_rows[2][kFlashKeys];
+};
+
 // Writes a split's partial in attention_split_kernel's layout (m, l, then
 // the unnormalized output; m = −inf when the split saw no key), or the
 // output itself when the keys are not split.
@@ -55,12 +80,9 @@ attention_flash_bf16_kernel(KvLayout l, unsigned char* const* table, const float
                             int64_t kv_heads, float scale, int64_t q_first, int64_t window, int64_t splits,
                             int64_t split_len, float* partial, float* out) {
   await_previous_kernel();
-  constexpr int kStride = D + 8;  // a shared row's bf16s: ldmatrix's 8 rows land in distinct banks
   constexpr int kChunks = D / 8;  // 16-byte pieces of a row
-  __shared__ __align__(16) __nv_bfloat16 ks[kFlashKeys][kStride];
-  __shared__ __align__(16) __nv_bfloat16 vs[kFlashKeys][kStride];
-  __shared__ const unsigned char* key_rows[kFlashKeys];  // null past the block's keys
-  __shared__ const unsigned char* value_rows[kFlashKeys];
+  extern __shared__ __align__(16) unsigned char flash_shared[];
+  FlashTiles<D>& sm = *reinterpret_cast<FlashTiles<D>*>(flash_shared);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, quad = lane / 4, pair = lane % 4;
   const int64_t group = heads / kv_heads, nq = t * group, g = blockIdx.y, split = blockIdx.z;
   const int64_t block_q0 = int64_t(blockIdx.x) * kFlashRows;
@@ -94,6 +116,7 @@ attention_flash_bf16_kernel(KvLayout l, unsigned char* const* table, const float
   const int64_t block_lo = window > 0 ? max(q_first + block_q0 / group - window + 1 - l.first_position, int64_t(0)) : 0;
   const int64_t lo = max(block_lo, split * split_len);
   const int64_t hi = min(q_first + q_last / group - l.first_position, (split + 1) * split_len - 1);
+  const int64_t block_first_last = q_first + block_q0 / group - l.first_position;
   float m[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
   float o[D / 8][4];
 #pragma unroll
@@ -101,29 +124,50 @@ attention_flash_bf16_kernel(KvLayout l, unsigned char* const* table, const float
 #pragma unroll
     for (int c = 0; c < 4; ++c) o[dn][c] = 0.0f;
 
-  for (int64_t k0 = lo; k0 <= hi; k0 += kFlashKeys) {
-    __syncthreads();  // the last tile's readers are done with it
+  // Tile k0's row addresses (threads below kFlashKeys, one row each), then
+  // its copies (every thread, after a barrier has made the addresses seen).
+  const auto find_rows = [&](int stage, int64_t k0) {
     if (threadIdx.x < kFlashKeys) {
       const int64_t key = k0 + threadIdx.x;
       const bool in = key <= hi;
       const RowRef ref = in ? row_ref(l, table, key) : RowRef{nullptr, 0};
-      key_rows[threadIdx.x] = in ? row_ptr(l, ref, 0, g) : nullptr;
-      value_rows[threadIdx.x] = in ? row_ptr(l, ref, 1, g) : nullptr;
+      sm.key_rows[stage][threadIdx.x] = in ? row_ptr(l, ref, 0, g) : nullptr;
+      sm.value_rows[stage][threadIdx.x] = in ? row_ptr(l, ref, 1, g) : nullptr;
     }
-    __syncthreads();
-    // Keys past hi are zeros: their probabilities are 0, and 0 · (stale
-    // bytes) could be NaN.
+  };
+  // Keys past hi are zeros: their probabilities are 0, and 0 · (stale
+  // bytes) could be NaN.
+  const auto copy_rows = [&](int stage) {
     for (int e = threadIdx.x; e < kFlashKeys * kChunks; e += blockDim.x) {
       const int r = e / kChunks, c = e % kChunks;
-      uint4 kw{0, 0, 0, 0}, vw{0, 0, 0, 0};
-      if (key_rows[r]) {
-        kw = reinterpret_cast<const uint4*>(key_rows[r])[c];
-        vw = reinterpret_cast<const uint4*>(value_rows[r])[c];
-      }
-      *reinterpret_cast<uint4*>(&ks[r][c * 8]) = kw;
-      *reinterpret_cast<uint4*>(&vs[r][c * 8]) = vw;
+      const unsigned char* kr = sm.key_rows[stage][r];
+      const unsigned char* vr = sm.value_rows[stage][r];
+      copy_async16(&sm.ks[stage][r][c * 8], kr ? kr + 16 * c : static_cast<const void*>(q), kr ? 16 : 0);
+      copy_async16(&sm.vs[stage][r][c * 8], vr ? vr + 16 * c : static_cast<const void*>(q), vr ? 16 : 0);
     }
+    commit_copies();
+  };
+  if (lo <= hi) {
+    find_rows(0, lo);
     __syncthreads();
+    copy_rows(0);
+  }
+  int stage = 0;
+  for (int64_t k0 = lo; k0 <= hi; k0 += kFlashKeys, stage ^= 1) {
+    const bool more = k0 + kFlashKeys <= hi;
+    // The other stage was last read in the previous tile, which every warp
+    // finished before the barrier below; its addresses are written first.
+    if (more) find_rows(stage ^ 1, k0 + kFlashKeys);
+    __syncthreads();
+    if (more) {
+      copy_rows(stage ^ 1);
+      wait_copies<1>();  // this tile's copies (this thread's); the next tile's stay in flight
+    } else {
+      wait_copies<0>();
+    }
+    __syncthreads();  // and every thread's
+    const auto& ks = sm.ks[stage];
+    const auto& vs = sm.vs[stage];
 
     // Scores: 8-key column tiles j, two per ldmatrix (keys j·8.., then + 8;
     // head dims kc·16.., then + 8).
@@ -141,25 +185,33 @@ attention_flash_bf16_kernel(KvLayout l, unsigned char* const* table, const float
         mma_bf16(s[j], qa[kc], b[0], b[1]);
         mma_bf16(s[j + 1], qa[kc], b[2], b[3]);
       }
-    // Causal, window and span masks; then the online softmax per row (a
-    // row's 64 scores are spread over the 4 lanes of its quad).
+    // Causal, window and span masks, where the tile needs them: below the
+    // block's first row's last key (the smallest of its rows'), within the
+    // split and without a window, every key is seen by every row.
+    if (window > 0 || k0 + kFlashKeys - 1 > min(hi, block_first_last)) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < kFlashKeys / 8; ++j)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int64_t key = k0 + j * 8 + 2 * pair + c;
+            if (key > hi || key > last_key[i] || key < first_key[i]) s[j][2 * i + c] = -INFINITY;
+          }
+    }
+    // The online softmax per row (a row's 64 scores are spread over the 4
+    // lanes of its quad). __expf (ex2 of x·log2 e; x ≤ 0 here) is within a
+    // few ulp: far inside bf16's rounding of the probabilities that follows.
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < kFlashKeys / 8; ++j)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int64_t key = k0 + j * 8 + 2 * pair + c;
-          float& v = s[j][2 * i + c];
-          if (key > hi || key > last_key[i] || key < first_key[i]) v = -INFINITY;
-          mx = fmaxf(mx, v);
-        }
+      for (int j = 0; j < kFlashKeys / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * i], s[j][2 * i + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m[i], mx);
       const float base = m_new == -INFINITY ? 0.0f : m_new;  // no key yet: every exp is 0
-      const float correction = expf(m[i] - base);
+      const float correction = __expf(m[i] - base);
       m[i] = m_new;
       float row_sum = 0.0f;
 #pragma unroll
@@ -167,7 +219,7 @@ attention_flash_bf16_kernel(KvLayout l, unsigned char* const* table, const float
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           float& v = s[j][2 * i + c];
-          v = expf(v - base);
+          v = __expf(v - base);
           row_sum += v;
         }
       sum[i] = sum[i] * correction + row_sum;  // this lane's share; the quad's are added at the end
@@ -231,8 +283,17 @@ void CudaBackend::flash_attention(const KvLayout& l, unsigned char* const* table
   const int64_t split_len = ((kv.length + splits - 1) / splits + kFlashKeys - 1) / kFlashKeys * kFlashKeys;
   const dim3 grid(unsigned((t * group + kFlashRows - 1) / kFlashRows), unsigned(kv.kv_heads()), unsigned(splits));
   auto kernel = d == 64 ? attention_flash_bf16_kernel<64> : attention_flash_bf16_kernel<128>;
-  launch("attention: tensor cores", kernel, grid, 32 * kFlashWarps, 0, l, table, q, t, heads, kv.kv_heads(), p.scale,
-         p.first_position, p.window.value_or(0), splits, split_len, partial, out);
+  const size_t bytes = d == 64 ? sizeof(FlashTiles<64>) : sizeof(FlashTiles<128>);
+  // Past 48 KiB a kernel must ask for its shared memory, once on each device.
+  static std::atomic<uint32_t> asked[64];
+  const uint32_t bit = d == 64 ? 1u : 2u;
+  if ((asked[ctx_->device % 64].load(std::memory_order_relaxed) & bit) == 0) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+               "attention: tensor cores");
+    asked[ctx_->device % 64].fetch_or(bit, std::memory_order_relaxed);
+  }
+  launch("attention: tensor cores", kernel, grid, 32 * kFlashWarps, bytes, l, table, q, t, heads, kv.kv_heads(),
+         p.scale, p.first_position, p.window.value_or(0), splits, split_len, partial, out);
 }
 
 }  // namespace fathom::cuda

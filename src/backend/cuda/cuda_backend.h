@@ -129,6 +129,8 @@ class CudaBackend final : public Backend {
   // and the pointers suit it; false leaves the op to the general kernel.
   bool norm_rows_fast(const char* op, float* x, const float* y, const float* w, float eps, int64_t d, int64_t rows,
                       float* out);
+  // out [rows, d] ← the splits' partials (attention_split_kernel's layout) combined.
+  void combine_splits(const float* partial, int64_t rows, int64_t splits, int64_t d, float* out);
   // Attention over one view (one sequence's rows of a step, or all of them
   // where the decode kernel does not take the step whole).
   void attend_view(const Tensor& q, const KvView& kv, const AttentionParams& p, Tensor& out);

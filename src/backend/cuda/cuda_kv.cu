@@ -792,6 +792,38 @@ attention_combine_kernel(const float* partial, int64_t splits, int64_t d, float*
   }
 }
 
+// Few splits of many rows (a prefill chunk's): a warp per (query row,
+// head), its lanes across head_dim, the splits weighed in turn; 8 rows a
+// block. attention_combine_kernel's block a row would leave most of its warps
+// idle and take a block per row.
+constexpr int kCombineRowsPerBlock = 8, kCombineRowsMaxSplits = 8;
+__global__ void __launch_bounds__(32 * kCombineRowsPerBlock)
+attention_combine_rows_kernel(const float* partial, int64_t rows, int64_t splits, int64_t d, float* out) {
+  await_previous_kernel();
+  constexpr int kPer = kMaxHeadDim / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kCombineRowsPerBlock + threadIdx.x / 32;
+  if (row >= rows) return;
+  const float* p = partial + row * splits * (d + 2);
+  float m = -INFINITY;
+  for (int64_t s = 0; s < splits; ++s) m = fmaxf(m, p[s * (d + 2)]);
+  float sum = 0.0f, acc[kPer];
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) acc[c] = 0.0f;
+  for (int64_t s = 0; s < splits; ++s) {
+    const float* split = p + s * (d + 2);
+    if (!(split[0] > -INFINITY)) continue;  // a split that saw no key
+    const float f = expf(split[0] - m);
+    sum += split[1] * f;
+#pragma unroll
+    for (int c = 0; c < kPer; ++c)
+      if (lane + 32 * c < d) acc[c] = fmaf(split[2 + lane + 32 * c], f, acc[c]);
+  }
+#pragma unroll
+  for (int c = 0; c < kPer; ++c)
+    if (lane + 32 * c < d) out[row * d + lane + 32 * c] = acc[c] / sum;
+}
+
 int64_t blocks_in_view(const KvView& kv, int64_t rows) {
   return kv.format.block_rows > 0 ? (kv.row_offset + rows + kv.format.block_rows - 1) / kv.format.block_rows : 0;
 }
@@ -952,6 +984,7 @@ void CudaBackend::attention_decode(const Tensor& q_in, std::span<const KvSegment
                                                                            : decode_kernel_for<CodedRows<2>>(d, g_max);
   launch("attention: decode rows", kernel, grid, 32 * kDecodeWarps, 0, l, refs, q, heads, kv.kv_heads(), p.scale,
          p.window.value_or(0), splits, split_len, partial);
+  // Decode's splits are many and its rows few: a block a row.
   launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
          splits, d, out.data<float>());
   if (signs) rotate_rows(out.data<float>(), rows, d, signs, true);
@@ -974,6 +1007,15 @@ void CudaBackend::rotate_rows(float* x, int64_t rows, int64_t d, const float* si
     return launch(op, rotate_rows_lanes_kernel, unsigned((threads + 127) / 128), 128, 0, x, rows, d, signs, inverse);
   }
   launch(op, rotate_rows_kernel, unsigned((rows + 127) / 128), 128, 0, x, rows, d, signs, inverse);
+}
+
+void CudaBackend::combine_splits(const float* partial, int64_t rows, int64_t splits, int64_t d, float* out) {
+  if (splits <= kCombineRowsMaxSplits)
+    return launch("attention: combine the splits", attention_combine_rows_kernel,
+                  unsigned((rows + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock), 32 * kCombineRowsPerBlock, 0,
+                  partial, rows, splits, d, out);
+  launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
+         splits, d, out);
 }
 
 void CudaBackend::attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,
@@ -1003,8 +1045,7 @@ void CudaBackend::attend_view(const Tensor& q_in, const KvView& kv, const Attent
         splits > 1 ? static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float))) : nullptr;
     flash_attention(l, table, q, t, heads, kv, p, splits, partial, out.data<float>());
     if (splits > 1)
-      launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0,
-             partial, splits, d, out.data<float>());
+      combine_splits(partial, rows, splits, d, out.data<float>());
     return;
   }
   static_assert(kTileKeys == cuda_memory::kMinSplitKeys, "the memory contract bills splits of a tile's keys");
@@ -1031,8 +1072,7 @@ void CudaBackend::attend_view(const Tensor& q_in, const KvView& kv, const Attent
     launch("attention", attention_split_kernel, grid, 256, 0, l, table, q, t, heads, kv.kv_heads(), p.scale,
            p.first_position, p.window.value_or(0), splits, split_len, partial);
   }
-  launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
-         splits, d, out.data<float>());
+  combine_splits(partial, rows, splits, d, out.data<float>());
   if (signs) {
     rotate_rows(out.data<float>(), t * heads, d, signs, true);
   }
