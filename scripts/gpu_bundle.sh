@@ -3,8 +3,10 @@
 # the device tool carries it), built here with the CUDA backend: `tests`
 # gives gpu_tests (the op suite and the device parity tests, linked on their
 # own), `bench` gives fathom_bench (`fathom bench` alone,
-# bench/bench_only_main.cpp). That machine has CUDA and cuBLAS but none of our
-# apt packages. The device tool carries 64 MiB with the tracked tree (~62 MiB),
+# bench/bench_only_main.cpp), `server` the whole fathom binary with the shared
+# libraries of ours it links in lib/ (set LD_LIBRARY_PATH there; the bundle
+# is ~6 MB: carry it without the trained model's weights in the tree). That
+# machine has CUDA and cuBLAS but none of our apt packages. The device tool carries 64 MiB with the tracked tree (~62 MiB),
 # which leaves about 1 MB: one binary per call, stripped, xz with its x86
 # filter, our other libraries linked statically.
 # The bench binary fits only without the PTX of a default build: bundle from
@@ -13,7 +15,7 @@
 #   scripts/gpu_bundle.sh tests|bench [build dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-what=${1:?tests or bench}
+what=${1:?tests, bench or server}
 build=${2:-build}
 grep -q "DFATHOM_WITH_CUDA" "$build/build.ninja" || { echo "$build has no CUDA backend" >&2; exit 1; }
 exclude=$(git rev-parse --git-path info/exclude)
@@ -33,9 +35,15 @@ case "$what" in
   bench)
     g++ -O2 -std=c++20 -Isrc bench/bench_only_main.cpp src/cli/cmd_bench.cpp src/cli/common_options.cpp \
       src/cli/speculation_options.cpp -o "$stage/fathom_bench" "${libs[@]}" "${cuda[@]}" "${static[@]}" ;;
-  *) echo "gpu_bundle.sh: tests or bench, not $what" >&2; exit 1 ;;
+  server)
+    ninja -C "$build" fathom >/dev/null
+    cp "$build/fathom" "$stage/fathom"
+    mkdir -p "$stage/lib"
+    ldd "$build/fathom" | awk '/=> \//{print $3}' | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so|/cuda' |
+      while read -r lib; do cp -L "$lib" "$stage/lib/"; done ;;
+  *) echo "gpu_bundle.sh: tests, bench or server, not $what" >&2; exit 1 ;;
 esac
-strip "$stage"/*
+strip "$stage"/* 2>/dev/null || true
 tar cf - -C "$stage" . | xz --x86 --lzma2=preset=9e,nice=273 > .device/gpu.tar.xz
 rm -rf "$stage"
 ls -l .device/gpu.tar.xz
