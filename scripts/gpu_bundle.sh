@@ -41,11 +41,12 @@ case "$what" in
     ninja -C "$build" fathom >/dev/null
     cp "$build/fathom" "$stage/fathom"
     mkdir -p "$stage/lib"
-    ldd "$build/fathom" | awk '/=> \//{print $3}' | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so|/cuda' |
+    system='/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so|/cuda'  # that machine has these
+    ldd "$build/fathom" | awk '/=> \//{print $3}' | grep -v -E "$system" |
       while read -r lib; do cp -L "$lib" "$stage/lib/"; done ;;
   *) echo "gpu_bundle.sh: tests, bench or server, not $what" >&2; exit 1 ;;
 esac
-strip "$stage"/* 2>/dev/null || true
+find "$stage" -maxdepth 1 -type f -exec strip {} +  # the binaries (lib/ holds Debian's, stripped already)
 tar cf - -C "$stage" . | xz --x86 --lzma2=preset=9e,nice=273 > .device/gpu.tar.xz
 rm -rf "$stage"
 ls -l .device/gpu.tar.xz

@@ -387,8 +387,7 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
     // x rounded but kept in f32 only for f32 weights.
     xb = static_cast<__nv_bfloat16*>(scratch(kRoundedX, size_t(M * K) * 2 + size_t(M * K) * 4));
     if (f32_weights) x_rounded = reinterpret_cast<float*>(xb + ((M * K + 1) / 2) * 2);
-    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    if ((M * K) % 4 == 0 && aligned(x.data<float>()) && aligned(xb) && aligned(x_rounded))
+    if ((M * K) % 4 == 0 && aligned16(x.data<float>()) && aligned16(xb) && aligned16(x_rounded))
       launch("matmul: round x to bf16", round_to_bf16_x4, blocks_for(M * K / 4), 256, 0,
              reinterpret_cast<const float4*>(x.data<float>()), M * K / 4, reinterpret_cast<uint2*>(xb),
              reinterpret_cast<float4*>(x_rounded));

@@ -31,6 +31,9 @@ namespace fathom::cuda {
 void check_cuda(cudaError_t status, const char* what);
 void check_cublas(cublasStatus_t status, const char* what);
 
+// Whether p allows 16-byte vector accesses (the float4 / uint4 kernels).
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // What outlives the backend object: tensors it allocated free themselves on
 // this stream, so they hold it.
 
@@ -129,6 +132,11 @@ class CudaBackend final : public Backend {
   // and the pointers suit it; false leaves the op to the general kernel.
   bool norm_rows_fast(const char* op, float* x, const float* y, const float* w, float eps, int64_t d, int64_t rows,
                       float* out);
+  // out ← act(gate) · up, four values a thread where the sizes and pointers
+  // allow (x4), else one.
+  void gate_mul(const char* op, void (*x4)(const float4*, const float4*, float4*, int64_t),
+                void (*one)(const float*, const float*, float*, int64_t), const Tensor& gate, const Tensor& up,
+                Tensor& out);
   // out [rows, d] ← the splits' partials (attention_split_kernel's layout) combined.
   void combine_splits(const float* partial, int64_t rows, int64_t splits, int64_t d, float* out);
   // Attention over one view (one sequence's rows of a step, or all of them

@@ -889,7 +889,7 @@ void CudaBackend::kv_write_impl(std::span<const KvSegment> segments, const Tenso
   // Rows of one format go in one launch for the whole step where a vector
   // kernel takes them; others segment by segment, a thread per row.
   const KvFormat& f = kv.format;
-  const bool aligned = reinterpret_cast<uintptr_t>(k.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(v.raw()) % 16 == 0;
+  const bool aligned = aligned16(k.raw()) && aligned16(v.raw());
   const bool plain = f.codec == KvFormat::Codec::plain;
   const bool vector = aligned && (plain ? f.head_dim % 4 == 0 : lanes_take_codes(f));
   const bool together = vector && std::all_of(segments.begin(), segments.end(),

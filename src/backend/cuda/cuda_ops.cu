@@ -143,19 +143,15 @@ __device__ __forceinline__ float gelu_tanhf(float x) {
   return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
 
-__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
+// out = Act(gate) · up (SiLU, GELU-tanh), a value a thread; gate_mul_x4 four
+// (16-byte accesses), where the sizes and pointers allow: a prefill chunk's
+// gate and up are tens of MB each.
+template <float (*Act)(float)>
+__global__ void gate_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
   await_previous_kernel();
-  GRID_STRIDE(i, n) out[i] = siluf(gate[i]) * up[i];
+  GRID_STRIDE(i, n) out[i] = Act(gate[i]) * up[i];
 }
 
-__global__ void gelu_tanh_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
-  await_previous_kernel();
-  GRID_STRIDE(i, n) out[i] = gelu_tanhf(gate[i]) * up[i];
-}
-
-// silu_mul_kernel and gelu_tanh_mul_kernel four values a thread (16-byte
-// accesses), where the sizes and pointers allow: a prefill chunk's gate and
-// up are tens of MB each.
 template <float (*Act)(float)>
 __global__ void gate_mul_x4(const float4* gate, const float4* up, float4* out, int64_t n4) {
   await_previous_kernel();
@@ -368,8 +364,6 @@ __global__ void gated_rms_norm_rows(float* x, const float* z, const float* w, fl
 
 int row_threads(int64_t d) { return int(std::min<int64_t>(1024, std::max<int64_t>(32, (d + 31) / 32 * 32))); }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 // Rows of up to 16,384 floats, a multiple of 4, on aligned rows go through
@@ -425,24 +419,23 @@ void CudaBackend::rms_norm_rope_impl(Tensor& x, const Tensor& w, float eps, cons
          x.data<float>(), w.data<float>(), eps, cos.data<float>(), sin.data<float>(), x.dim(1), head_dim, cos.dim(1));
 }
 
-void CudaBackend::silu_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) {
-  if (gate.numel() == 0) return;
+void CudaBackend::gate_mul(const char* op, void (*x4)(const float4*, const float4*, float4*, int64_t),
+                           void (*one)(const float*, const float*, float*, int64_t), const Tensor& gate,
+                           const Tensor& up, Tensor& out) {
   const int64_t n = gate.numel();
+  if (n == 0) return;
   if (n % 4 == 0 && aligned16(gate.raw()) && aligned16(up.raw()) && aligned16(out.raw()))
-    return launch("silu_mul", gate_mul_x4<siluf>, blocks(n / 4), kThreads, 0, gate.data<float4>(), up.data<float4>(),
-                  out.data<float4>(), n / 4);
-  launch("silu_mul", silu_mul_kernel, blocks(gate.numel()), kThreads, 0, gate.data<float>(), up.data<float>(),
-         out.data<float>(), gate.numel());
+    return launch(op, x4, blocks(n / 4), kThreads, 0, gate.data<float4>(), up.data<float4>(), out.data<float4>(),
+                  n / 4);
+  launch(op, one, blocks(n), kThreads, 0, gate.data<float>(), up.data<float>(), out.data<float>(), n);
+}
+
+void CudaBackend::silu_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) {
+  gate_mul("silu_mul", gate_mul_x4<siluf>, gate_mul_kernel<siluf>, gate, up, out);
 }
 
 void CudaBackend::gelu_tanh_mul_impl(const Tensor& gate, const Tensor& up, Tensor& out) {
-  if (gate.numel() == 0) return;
-  const int64_t n = gate.numel();
-  if (n % 4 == 0 && aligned16(gate.raw()) && aligned16(up.raw()) && aligned16(out.raw()))
-    return launch("gelu_tanh_mul", gate_mul_x4<gelu_tanhf>, blocks(n / 4), kThreads, 0, gate.data<float4>(),
-                  up.data<float4>(), out.data<float4>(), n / 4);
-  launch("gelu_tanh_mul", gelu_tanh_mul_kernel, blocks(gate.numel()), kThreads, 0, gate.data<float>(), up.data<float>(),
-         out.data<float>(), gate.numel());
+  gate_mul("gelu_tanh_mul", gate_mul_x4<gelu_tanhf>, gate_mul_kernel<gelu_tanhf>, gate, up, out);
 }
 
 void CudaBackend::add_inplace_impl(Tensor& x, const Tensor& y) {

@@ -85,8 +85,7 @@ __global__ void gemv_bf16_kernel(GemvLaunch launch, const float* __restrict__ x,
 }  // namespace
 
 bool CudaBackend::gemv_suits(int64_t M, int64_t K, const Tensor& w) {
-  return M <= kGemvMaxRows && K % 8 == 0 && w.dtype() == DType::bf16 &&
-         reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0;
+  return M <= kGemvMaxRows && K % 8 == 0 && w.dtype() == DType::bf16 && aligned16(w.raw());
 }
 
 void CudaBackend::gemv_bf16(const float* x, int64_t K, std::span<const GemvOutput> outputs) {
