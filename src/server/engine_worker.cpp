@@ -1,12 +1,12 @@
 #include "server/engine_worker.h"
 
 #include <algorithm>
-#include <cmath>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "engine/generator.h"
 #include "engine/run_step.h"
+#include "engine/token_logprobs.h"
 
 namespace fathom::server {
 
@@ -92,23 +92,6 @@ size_t EngineWorker::queued() const {
 
 namespace {
 
-// log-softmax of `logits` at `id`, and the `n` best alternatives.
-void fill_logprobs(std::span<const float> logits, int32_t id, int n, TokenEvent& event) {
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
-  double total = 0.0;
-  for (float l : logits) total += std::exp(double(l - max_logit));
-  const double log_total = std::log(total) + max_logit;
-  event.logprob = float(double(logits[size_t(id)]) - log_total);
-  if (n <= 0) return;
-  std::vector<int32_t> order(logits.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
-  const size_t keep = std::min(order.size(), size_t(n));
-  std::partial_sort(order.begin(), order.begin() + keep, order.end(),
-                    [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
-  for (size_t i = 0; i < keep; ++i)
-    event.top.emplace_back(order[i], float(double(logits[size_t(order[i])]) - log_total));
-}
-
 // The OpenAI-side logit changes: bias per id, then the presence penalty once
 // and the frequency penalty per occurrence for every id generated so far.
 void adjust_openai_logits(const JobSpec& spec, std::span<float> logits, std::span<const int32_t> generated) {
@@ -157,7 +140,11 @@ std::unique_ptr<EngineWorker::Running> EngineWorker::start(const std::shared_ptr
     const JobSpec& spec = self.job->spec;
     TokenEvent event;
     event.id = token.id;
-    if (spec.top_logprobs >= 0) fill_logprobs(token.logits, token.id, spec.top_logprobs, event);
+    if (spec.top_logprobs >= 0) {
+      TokenLogprobs lp = token_logprobs(token.logits, token.id, spec.top_logprobs);
+      event.logprob = lp.logprob;
+      event.top = std::move(lp.top);
+    }
     const auto now = Clock::now();
     if (self.first)
       metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - self.job->enqueued).count());

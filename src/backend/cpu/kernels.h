@@ -172,6 +172,15 @@ using SoftmaxRow = void (*)(float* x, int64_t n, int64_t first, int64_t last);
 void softmax_row_reference(float* x, int64_t n, int64_t first, int64_t last);
 void softmax_row_avx512(float* x, int64_t n, int64_t first, int64_t last);
 
+// log Σ_i exp(x[i]) over x[0, n), n ≥ 1: −inf when every x[i] is −inf. The
+// server's logprobs take it over a whole vocabulary for every token, so the
+// fast version (softmax's exp polynomial, f32 lanes summed into a double every
+// block) matters; the reference sums std::exp in double.
+using LogSumExp = double (*)(const float* x, int64_t n);
+double log_sum_exp_reference(const float* x, int64_t n);
+double log_sum_exp_avx512(const float* x, int64_t n);
+LogSumExp best_log_sum_exp();
+
 // out[i] = silu(gate[i]) · up[i] for i in [i0, i1); the reference is
 // silu_mul_range (elementwise.h), the fast exp is softmax's polynomial.
 using SiluMul = void (*)(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);

@@ -194,6 +194,36 @@ inline __m512 exp_nonpositive(__m512 x) {
 
 }  // namespace
 
+double log_sum_exp_avx512(const float* x, int64_t n) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + j));
+  float max_x = _mm512_reduce_max_ps(vmax);
+  for (; j < n; ++j) max_x = std::max(max_x, x[j]);
+  if (std::isinf(max_x)) return max_x;
+  // Each lane adds at most kBlock / 16 terms ≤ 1 in f32 before the block's sum
+  // moves into a double: ~1e-6 relative over a 256k vocabulary.
+  constexpr int64_t kBlock = 4096;
+  const __m512 m = _mm512_set1_ps(max_x);
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t end = std::min(n, b + kBlock);
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    j = b;
+    for (; j + 32 <= end; j += 32) {
+      s0 = _mm512_add_ps(s0, exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + j), m)));
+      s1 = _mm512_add_ps(s1, exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), m)));
+    }
+    for (; j < end; j += 16) {
+      const __mmask16 tail = end - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (end - j)) - 1);
+      const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + j), m));
+      s0 = _mm512_add_ps(s0, _mm512_maskz_mov_ps(tail, e));
+    }
+    total += double(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
+  }
+  return std::log(total) + max_x;
+}
+
 void softmax_row_avx512(float* x, int64_t n, int64_t first, int64_t last) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   int64_t j = first;

@@ -89,6 +89,14 @@ void softmax_row_reference(float* x, int64_t n, int64_t first, int64_t last) {
   for (int64_t j = first; j <= last; ++j) x[j] *= inv;
 }
 
+double log_sum_exp_reference(const float* x, int64_t n) {
+  const float max_x = *std::max_element(x, x + n);
+  if (std::isinf(max_x)) return max_x;
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) total += std::exp(double(x[i]) - double(max_x));
+  return std::log(total) + max_x;
+}
+
 void to_bf16_reference(const float* src, int64_t n, bf16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }

@@ -78,6 +78,11 @@ Kernels kernels_for(Isa isa) {
           silu_mul_range,         gelu_tanh_mul_range, nullptr,           false};
 }
 
+LogSumExp best_log_sum_exp() {
+  static const LogSumExp best = detect_isa() == Isa::avx512 ? log_sum_exp_avx512 : log_sum_exp_reference;
+  return best;
+}
+
 DequantAffineRow best_dequant_affine_row() {
   static const DequantAffineRow best =
       detect_isa() == Isa::avx512 ? dequant_affine_row_avx512 : dequant_affine_row_reference;
