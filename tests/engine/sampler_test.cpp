@@ -107,6 +107,44 @@ TEST(Sampler, TopKTopPAndMinPRestrictTheCandidates) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ(m.sample(logits, {}), order[0]);
 }
 
+// The nucleus is sorted only as far as it reaches (the best 256 ids, then
+// 4,096, then all): at every size it is the sorted vocabulary's shortest
+// prefix reaching top_p, with the probabilities of a full softmax.
+TEST(Sampler, TopPKeepsTheShortestSortedPrefixAtEverySize) {
+  auto rng = fresh_rng();
+  const int vocab = 151936;  // Qwen3's: the rounds of 256 and 4,096 ids come before a full sort
+  const auto logits = random_logits(rng, vocab);
+  const float temperature = 0.8f;
+  std::vector<float> w(vocab);  // the sampler's arithmetic: logits ÷ temperature in f32
+  for (int i = 0; i < vocab; ++i) w[i] = logits[i] / temperature;
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return w[a] > w[b]; });
+  const float best = w[order[0]];
+  double total = 0.0;
+  for (int i = 0; i < vocab; ++i) total += std::exp(double(w[i] - best));
+  std::vector<double> cumulative(vocab);
+  for (int i = 0; i < vocab; ++i) cumulative[i] = (i ? cumulative[i - 1] : 0.0) + std::exp(double(w[order[i]] - best)) / total;
+  for (int size : {1, 7, 256, 257, 1000, 4096, 4097, 12000, 30000, vocab}) {
+    // A top_p just above the mass of the best size − 1 ids keeps exactly size ids.
+    const float top_p = size == 1 ? 1e-6f : std::nextafter(float(cumulative[size - 2]), 1.0f);
+    if (top_p >= 1.0f || cumulative[size - 1] < top_p) continue;  // float rounding merged two sizes
+    Sampler s({.temperature = temperature, .top_p = top_p, .seed = rng()});
+    TokenDistribution d;
+    s.distribution(logits, {}, d);
+    ASSERT_EQ(d.ids.size(), size_t(size)) << "top_p " << top_p;
+    std::vector<int32_t> kept(d.ids), want(order.begin(), order.begin() + size);
+    std::sort(kept.begin(), kept.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(kept, want) << "the best " << size << " ids";
+    for (int i = 0; i < size; ++i) {
+      if (i > 0) EXPECT_GE(w[d.ids[i - 1]], w[d.ids[i]]) << "best first, rank " << i << " of " << size;
+      const double p = std::exp(double(w[d.ids[i]] - best)) / total / cumulative[size - 1];
+      EXPECT_NEAR(d.probs[i], p, 1e-9 * p) << "rank " << i << " of " << size;
+    }
+  }
+}
+
 TEST(Sampler, RepetitionPenaltyAppliesOncePerDistinctToken) {
   std::vector<float> logits = {2.0f, 1.9f, -1.0f};
   // Penalising token 0 (2.0 / 1.1 ≈ 1.82) makes token 1 the greedy choice.
