@@ -44,7 +44,7 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<float> work_;
   std::vector<int32_t> order_;
-  std::vector<double> probs_;
+  std::vector<double> probs_;  // by id: exp(logit − max) of the candidates
   TokenDistribution scratch_;
 };
 
