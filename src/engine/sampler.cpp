@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "backend/cpu/kernels.h"
 #include "core/error.h"
 
 namespace fathom {
@@ -124,7 +125,10 @@ void Sampler::distribution(std::span<const float> logits, std::span<const int32_
   if (!std::isfinite(max_logit)) return point_mass(order_[0]);  // an infinite best logit takes all the mass
   probs_.resize(size_t(vocab));
   double total = 0.0;
-  for (int64_t i = 0; i < keep; ++i) total += probs_[order_[i]] = std::exp(double(work_[order_[i]] - max_logit));
+  if (keep == vocab)  // every id, in id order (vectorized: ~0.5 ms a token at 152k ids with std::exp)
+    total = cpu::best_exp_weights()(work_.data(), max_logit, vocab, probs_.data());
+  else
+    for (int64_t i = 0; i < keep; ++i) total += probs_[order_[i]] = std::exp(double(work_[order_[i]] - max_logit));
   if (params_.top_p < 1.0f) {
     // The nucleus: the fewest best candidates whose probabilities reach
     // top_p. Sorted only as far as it reaches (a few hundred ids of a trained

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
+#include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "test_util.h"
 
@@ -138,9 +140,32 @@ TEST(Sampler, TopPKeepsTheShortestSortedPrefixAtEverySize) {
     std::sort(want.begin(), want.end());
     EXPECT_EQ(kept, want) << "the best " << size << " ids";
     for (int i = 0; i < size; ++i) {
-      if (i > 0) EXPECT_GE(w[d.ids[i - 1]], w[d.ids[i]]) << "best first, rank " << i << " of " << size;
+      if (i > 0) {
+        EXPECT_GE(w[d.ids[i - 1]], w[d.ids[i]]) << "best first, rank " << i << " of " << size;
+      }
       const double p = std::exp(double(w[d.ids[i]] - best)) / total / cumulative[size - 1];
       EXPECT_NEAR(d.probs[i], p, 1e-9 * p) << "rank " << i << " of " << size;
+    }
+  }
+}
+
+// The softmax weights of an untruncated distribution come from a vectorized
+// double exp: within a few ulp of std::exp, zero and subnormal tails included.
+TEST(ExpWeights, FastMatchesStdExpInDouble) {
+  auto rng = fresh_rng();
+  for (int n : {1, 15, 16, 17, 1000, 151936}) {
+    auto x = random_logits(rng, n);
+    for (int i = 0; i < n; i += 97) x[i] *= 200.0f;  // far below the max: tiny, subnormal and zero weights
+    if (n > 3) x[3] = -INFINITY;
+    const float max = *std::max_element(x.begin(), x.end());
+    std::vector<double> fast(n), ref(n);
+    const double fast_total = cpu::best_exp_weights()(x.data(), max, n, fast.data());
+    const double ref_total = cpu::exp_weights_reference(x.data(), max, n, ref.data());
+    for (int i = 0; i < n; ++i)
+      ASSERT_NEAR(fast[i], ref[i], 4e-16 * ref[i] + 1e-320) << "x " << x[i] << " max " << max;
+    EXPECT_NEAR(fast_total, ref_total, 1e-14 * ref_total);
+    if (n > 3) {
+      EXPECT_EQ(fast[3], 0.0);
     }
   }
 }

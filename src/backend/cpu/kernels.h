@@ -181,6 +181,15 @@ double log_sum_exp_reference(const float* x, int64_t n);
 double log_sum_exp_avx512(const float* x, int64_t n);
 LogSumExp best_log_sum_exp();
 
+// out[i] = exp(double(x[i] − max)) for x[i] ≤ max, returning Σ out: a
+// sampler's softmax weights over a whole vocabulary, in double as its draw
+// needs. The fast version's exp is a double polynomial within ~2 ulp of
+// std::exp (which the reference calls).
+using ExpWeights = double (*)(const float* x, float max, int64_t n, double* out);
+double exp_weights_reference(const float* x, float max, int64_t n, double* out);
+double exp_weights_avx512(const float* x, float max, int64_t n, double* out);
+ExpWeights best_exp_weights();
+
 // out[i] = silu(gate[i]) · up[i] for i in [i0, i1); the reference is
 // silu_mul_range (elementwise.h), the fast exp is softmax's polynomial.
 using SiluMul = void (*)(const float* gate, const float* up, float* out, int64_t i0, int64_t i1);

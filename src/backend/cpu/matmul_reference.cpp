@@ -97,6 +97,12 @@ double log_sum_exp_reference(const float* x, int64_t n) {
   return std::log(total) + max_x;
 }
 
+double exp_weights_reference(const float* x, float max, int64_t n, double* out) {
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) total += out[i] = std::exp(double(x[i] - max));
+  return total;
+}
+
 void to_bf16_reference(const float* src, int64_t n, bf16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }

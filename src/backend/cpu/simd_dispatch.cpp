@@ -83,6 +83,11 @@ LogSumExp best_log_sum_exp() {
   return best;
 }
 
+ExpWeights best_exp_weights() {
+  static const ExpWeights best = detect_isa() == Isa::avx512 ? exp_weights_avx512 : exp_weights_reference;
+  return best;
+}
+
 DequantAffineRow best_dequant_affine_row() {
   static const DequantAffineRow best =
       detect_isa() == Isa::avx512 ? dequant_affine_row_avx512 : dequant_affine_row_reference;
