@@ -3,20 +3,21 @@
 //
 // Why tensor cores for a GEMV: a code turned into a float and multiplied on
 // the CUDA cores costs about four instructions, more at 4 bits than the SMs
-// issue while the memory delivers the codes. Here a mask-and-or drops two
-// codes into the mantissas of two bf16 128.0s: 128 + q, exact in bf16 for a
-// 4-bit q, is what the mma takes, and mma.sync multiplies 16 weight rows by
-// up to 8 rows of x with exact products and f32 sums. An 8-bit code is two
-// 4-bit halves, lo + 16·hi, the high half meeting 16·x (exact: a power of
-// two). Per group of 32-128 values, y += scale·Σ x·q + bias·Σ x as on the
-// CPU, x rounded to bf16 as bf16 compute rounds it. At 4 bits the 128s are
-// taken back out with the bias, in f32: Σ x·(128 + q) = Σ x·q + 128·Σ x, so
-// the group adds scale·Σ x·(128 + q) + (bias − 128·scale)·Σ x, one
-// multiply-add a row and group instead of a subtraction for every pair of
-// codes (q4 decode +2.5%). An 8-bit code's halves would leave 128·17·Σ x to
-// take out, which cost more bits of the f32 sums than the kernel's 5e-6
-// bound allows (1.8e-5 measured): there a paired subtraction leaves each
-// half exact before the mma.
+// issue while the memory delivers the codes. Here a shift and a mask-and-or
+// drop two 4-bit codes into mantissa bits 3-6 of two bf16 16.0s: 16 + q,
+// exact in bf16, is what the mma takes, and mma.sync multiplies 16 weight
+// rows by up to 8 rows of x with exact products and f32 sums. An 8-bit code
+// is two 4-bit halves, lo + 16·hi, the high half meeting 16·x (exact: a
+// power of two). Per group of 32-128 values, y += scale·Σ x·q + bias·Σ x as
+// on the CPU, x rounded to bf16 as bf16 compute rounds it. The 16s are taken
+// back out with the bias, in f32: Σ x·(16 + q) = Σ x·q + 16·Σ x (at 8 bits
+// 16·Σ x + 16·16·Σ x), so the group adds scale·(the mma's sum) + (bias −
+// offset·scale)·Σ x, one multiply-add a row and group instead of a
+// subtraction for every pair of codes. The offset's size is what the f32
+// sums lose: codes at bits 0-3 of a half would come out as 128 + q (what
+// this kernel took until the op suite measured 5.5e-6 against its 5e-6
+// bound at 4 bits, and 8 bits' 128·17 cost 1.8e-5); at bits 3-6 the offset
+// is 16, the least a single mask-and-or allows.
 //
 // A block is 8 warps (4 where x takes much room: Layout); the grid is as
 // many blocks as are resident at once, each going through tiles of 16
@@ -67,22 +68,20 @@ __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&p);
 }
 
-// The 4-bit fields at bits s and s + 16 of w as an exact bf16 pair (the
-// first in the low half): 128 + field at 4 bits ((w >> s) & mask | 128's
-// bits, in one instruction), the field itself for an 8-bit code's halves.
-template <int Bits>
+// The 4-bit fields at bits s and s + 16 of w (s = 0, 4, 8 or 12) as an
+// exact bf16 pair, 16 + field (the first in the low half): the fields moved
+// to bits 3-6 of each half, then (w & mask) | 16.0's bits in one instruction.
 __device__ __forceinline__ uint32_t code_pair(uint32_t w, int s) {
+  const uint32_t at3 = s == 0 ? w << 3 : w >> (s - 3);
   uint32_t biased;
-  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(biased) : "r"(w >> s), "r"(0x000f000fu), "r"(0x43004300u));
-  if constexpr (Bits == 4) return biased;
-  const __nv_bfloat162 q =
-      __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), __floats2bfloat162_rn(128.0f, 128.0f));
-  return *reinterpret_cast<const uint32_t*>(&q);
+  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(biased) : "r"(at3), "r"(0x00780078u), "r"(0x41804180u));
+  return biased;
 }
 
-// What a group's mma sums hold beyond Σ x·q, in units of Σ x.
+// What a group's mma sums hold beyond Σ x·q, in units of Σ x: 16 a code at
+// 4 bits; 16 + 16·16 at 8, whose high half meets 16·x.
 template <int Bits>
-constexpr float kCodeOffset = Bits == 4 ? 128.0f : 0.0f;
+constexpr float kCodeOffset = Bits == 4 ? 16.0f : 16.0f + 16.0f * 16.0f;
 
 // y += A·B over 16 weight rows × 16 k × 8 rows of x: bf16 products, f32 sums.
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -459,8 +458,8 @@ __global__ void __launch_bounds__(32 * Layout<Bits, Group, XRows>::kWarps, 2)
           }
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const uint32_t a[4] = {code_pair<Bits>(wa[j], 8 * h), code_pair<Bits>(wb[j], 8 * h),
-                                   code_pair<Bits>(wa[j], 8 * h + 4), code_pair<Bits>(wb[j], 8 * h + 4)};
+            const uint32_t a[4] = {code_pair(wa[j], 8 * h), code_pair(wb[j], 8 * h), code_pair(wa[j], 8 * h + 4),
+                                   code_pair(wb[j], 8 * h + 4)};
 #pragma unroll
             for (int tile = 0; tile < Tiles; ++tile) mma_bf16(part[tile], a, b[tile][h]);
           }
@@ -469,10 +468,8 @@ __global__ void __launch_bounds__(32 * Layout<Bits, Group, XRows>::kWarps, 2)
         const float* p = ring.params[stage];
         const float sa = p[g * U + u], sb = p[(g + 8) * U + u];
         float ba = p[(kTileRows + g) * U + u], bb = p[(kTileRows + g + 8) * U + u];
-        if constexpr (kCodeOffset<Bits> != 0.0f) {
-          ba = fmaf(-kCodeOffset<Bits>, sa, ba);
-          bb = fmaf(-kCodeOffset<Bits>, sb, bb);
-        }
+        ba = fmaf(-kCodeOffset<Bits>, sa, ba);
+        bb = fmaf(-kCodeOffset<Bits>, sb, bb);
 #pragma unroll
         for (int tile = 0; tile < Tiles; ++tile) {
           const float2 xs = *reinterpret_cast<const float2*>(&sums[u][8 * tile + 2 * t]);
