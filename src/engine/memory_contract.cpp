@@ -410,7 +410,7 @@ int64_t MemoryContract::runtime_bytes() const {
     namespace cm = cuda_memory;
     // What the CUDA backend and the KV pool keep whatever the work: cuBLAS's
     // workspace; the pool's last slab, partly used; and the step arena. A
-    // recorded step (decode, ≤ 16 rows) takes its tensors and staged host
+    // recorded step (decode, ≤ kReplayableStepRows rows) takes its tensors and staged host
     // data (ids, RoPE rows; per layer, its KV write's and its attention's
     // block tables, one per sequence up to the model's longest context, and
     // a 32-byte ref per row) from a chunk sized for the last step with a

@@ -78,7 +78,9 @@ bool Model::replayable(const StepLayout& layout) const {
   // better as one recorded unit. A mixture of experts reads its routing back
   // in the middle of the step, which a recorded step cannot.
   const ModelConfig& c = config();
-  return layout.rows() <= kReplayableStepRows && c.num_experts == 0 && !c.enable_moe_block;
+  if (layout.rows() > kReplayableStepRows || c.num_experts != 0 || c.enable_moe_block) return false;
+  return std::all_of(layout.segments.begin(), layout.segments.end(),
+                     [](const auto& s) { return s.rows <= kReplayableSequenceRows; });
 }
 
 Model::Model(const LoadOptions& options)

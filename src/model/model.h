@@ -38,9 +38,12 @@ struct LoadOptions {
 
 class Model {
  public:
-  // The most rows a step may have to be recorded and replayed (decode rows,
-  // verify spans); the memory contract sizes the CUDA step arena by it.
-  static constexpr int64_t kReplayableStepRows = 16;
+  // The most rows a step may have to be recorded and replayed, and the most
+  // of one sequence in it: decode rows and verify spans, not prefill chunks,
+  // whose shapes rarely repeat. The memory contract sizes the CUDA step arena
+  // by the first. 64: a server's full batch of decode rows (eager steps of
+  // 17-64 rows ran at a third of the GPU's pace: the host's launches set it).
+  static constexpr int64_t kReplayableStepRows = 64, kReplayableSequenceRows = 16;
   virtual ~Model() = default;
   virtual const ModelConfig& config() const = 0;
   virtual ComputeDType compute_dtype() const = 0;

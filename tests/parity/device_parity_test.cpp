@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "model/model.h"
 #include "quantized_fixture.h"
@@ -231,6 +232,50 @@ TEST_P(DeviceParity, ReplayedStepsEqualEagerStepsBitForBit) {
       EXPECT_LE(r.captures, 10);
     }
   }
+}
+
+// A step as wide as a server's batch (more rows than the GEMVs take, so
+// its matmuls are cuBLAS's or widened quantized panels inside the graph) is
+// recorded and replayed too, and equals the eager step bit for bit.
+TEST_P(DeviceParity, WideReplayedStepsEqualEagerSteps) {
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  constexpr int64_t kSequences = 40;
+  static_assert(kSequences <= Model::kReplayableStepRows);
+  ::setenv("FATHOM_CUDA_GRAPHS", "0", 1);
+  auto eager = load(GetParam().device, KvScheme::bf16());
+  ::unsetenv("FATHOM_CUDA_GRAPHS");
+  auto replayed = load(GetParam().device, KvScheme::bf16());
+  const int64_t vocab = eager->config().vocab_size;
+  std::vector<std::unique_ptr<SequenceState>> eager_states, replayed_states;
+  std::vector<int32_t> last;
+  std::uniform_int_distribution<int64_t> length(1, 40);
+  for (int64_t i = 0; i < kSequences; ++i) {
+    eager_states.push_back(eager->new_state(128));
+    replayed_states.push_back(replayed->new_state(128));
+    const auto ids = testing::random_ids(length(rng), vocab, rng);
+    const Tensor want = eager->forward(ids, *eager_states.back(), false);
+    replayed->forward(ids, *replayed_states.back(), false);
+    last.push_back(int32_t(std::max_element(want.data<float>(), want.data<float>() + vocab) - want.data<float>()));
+  }
+  const int64_t replays_before = replayed->backend().step_replays().replays;
+  for (int step = 0; step < 12; ++step) {
+    std::vector<SequenceStep> eager_step, replayed_step;
+    for (int64_t i = 0; i < kSequences; ++i) {
+      eager_step.push_back({eager_states[size_t(i)].get(), {last[size_t(i)]}, WantLogits::last});
+      replayed_step.push_back({replayed_states[size_t(i)].get(), {last[size_t(i)]}, WantLogits::last});
+    }
+    const Tensor want = eager->forward(eager_step), got = replayed->forward(replayed_step);
+    ASSERT_EQ(got.shape(), want.shape());
+    ASSERT_EQ(0, std::memcmp(got.raw(), want.raw(), want.nbytes())) << "step " << step;
+    for (int64_t i = 0; i < kSequences; ++i) {
+      const float* row = want.data<float>() + i * vocab;
+      last[size_t(i)] = int32_t(std::max_element(row, row + vocab) - row);
+    }
+  }
+  if (eager->config().num_experts == 0 && !eager->config().enable_moe_block)
+    EXPECT_GE(replayed->backend().step_replays().replays - replays_before, 8);
 }
 
 std::string case_name(const ::testing::TestParamInfo<DeviceCase>& info) {

@@ -167,18 +167,27 @@ Tensor CudaBackend::pinned_host_tensor(std::vector<int64_t> shape, DType dtype) 
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   const size_t bytes = std::max<size_t>(size_t(n) * dtype_size(dtype), 1);
-  std::shared_ptr<PinnedBuffer>* free_one = nullptr;
-  for (auto& b : pinned_downloads_)
-    if (b.use_count() == 1 && b->bytes >= bytes) free_one = &b;
-  if (!free_one) {
-    if (pinned_downloads_.size() >= kPinnedDownloads) return Tensor::empty(std::move(shape), dtype);
+  // The smallest free buffer that holds it, so the large ones stay for large
+  // downloads; with none, a new buffer, in place of a free smaller one when
+  // kPinnedDownloads are kept already.
+  std::shared_ptr<PinnedBuffer>*fit = nullptr, *smaller = nullptr;
+  for (auto& b : pinned_downloads_) {
+    if (b.use_count() != 1) continue;
+    if (b->bytes < bytes) smaller = &b;
+    else if (!fit || b->bytes < (*fit)->bytes) fit = &b;
+  }
+  if (!fit) {
+    if (pinned_downloads_.size() < kPinnedDownloads) fit = &pinned_downloads_.emplace_back();
+    else if (smaller) fit = smaller;
+    else return Tensor::empty(std::move(shape), dtype);
+    *fit = nullptr;  // a replaced buffer is freed before the new one is taken
     auto b = std::make_shared<PinnedBuffer>();
     check_cuda(cudaMallocHost(&b->data, bytes), "allocate pinned memory for a download");
     b->bytes = bytes;
-    free_one = &pinned_downloads_.emplace_back(std::move(b));
+    *fit = std::move(b);
   }
-  void* data = (*free_one)->data;
-  return Tensor::borrow(data, std::move(shape), dtype, std::shared_ptr<const void>(*free_one, data));
+  void* data = (*fit)->data;
+  return Tensor::borrow(data, std::move(shape), dtype, std::shared_ptr<const void>(*fit, data));
 }
 
 Tensor CudaBackend::download_impl(const Tensor& t) {
@@ -187,7 +196,13 @@ Tensor CudaBackend::download_impl(const Tensor& t) {
     pending_downloads_.emplace_back(host, t.raw());
     return host;
   }
-  Tensor host = Tensor::empty(t.shape(), t.dtype());
+  // An eager step's logits (more rows than a recorded step takes) through a
+  // pinned buffer too: a fresh host allocation of tens of MB a step, faulted
+  // in page by page and filled through the driver's staging, cost more than
+  // the step's matmuls. Larger downloads (a prefill's every logit) take
+  // ordinary memory, never held pinned.
+  Tensor host = t.nbytes() <= kPinnedDownloadBytes ? pinned_host_tensor(t.shape(), t.dtype())
+                                                   : Tensor::empty(t.shape(), t.dtype());
   if (t.nbytes())
     check_cuda(cudaMemcpyAsync(host.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream), "download");
   check_cuda(cudaStreamSynchronize(ctx_->stream), "wait for the stream");

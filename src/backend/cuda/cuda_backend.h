@@ -242,9 +242,10 @@ class CudaBackend final : public Backend {
   // Host memory for a recorded step's download (its logits): pinned, so the
   // copy runs at the bus's pace without passing through the driver's staging
   // buffers; a buffer is taken again once no tensor holds it. Past
-  // kPinnedDownloads buffers held at once, ordinary host memory.
+  // kPinnedDownloads buffers held at once, ordinary host memory. Eager
+  // downloads up to kPinnedDownloadBytes take them too.
   Tensor pinned_host_tensor(std::vector<int64_t> shape, DType dtype);
-  static constexpr size_t kPinnedDownloads = 8;
+  static constexpr size_t kPinnedDownloads = 8, kPinnedDownloadBytes = size_t(64) << 20;
   // dst ← src, bytes of device memory (now, or recorded).
   void device_copy(void* dst, const void* src, size_t bytes);
 
