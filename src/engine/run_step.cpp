@@ -3,6 +3,8 @@
 #include <new>
 #include <vector>
 
+#include "core/thread_pool.h"
+
 namespace fathom {
 
 namespace {
@@ -18,6 +20,8 @@ void or_stop(SequenceRun& run, Body&& body) {
     run.stop("error", e.what());
   }
 }
+
+constexpr int64_t kSamplingRowsPerThread = 8;
 
 }  // namespace
 
@@ -48,11 +52,21 @@ bool run_step(const Model& model, std::span<SequenceRun* const> runs, int64_t to
     for (SequenceRun* run : planned) run->stop("error", e.what());
     return true;
   }
-  int64_t row = 0;
-  for (size_t i = 0; i < planned.size(); ++i) {
-    or_stop(*planned[i], [&] { planned[i]->absorb(logits, row); });
-    row += step[i].logit_rows();
-  }
+  std::vector<int64_t> first_rows(planned.size());
+  for (size_t i = 1; i < planned.size(); ++i) first_rows[i] = first_rows[i - 1] + step[i - 1].logit_rows();
+  // Each run samples from its own row with its own sampler: a wide step's
+  // rows are sampled across the pool's threads, kSamplingRowsPerThread or
+  // more each (64 rows of a 128k vocabulary on one thread held a GPU's
+  // batch-64 step back by milliseconds), then absorbed in order, which emits
+  // and may stop runs. A narrow step samples on this thread: at 8 rows, the
+  // pool's wake-up and its workers' spinning after it cost a GPU server more
+  // than they saved (bench/RESULTS.md).
+  if (int64_t(planned.size()) >= 2 * kSamplingRowsPerThread)
+    ThreadPool::global().parallel_for(int64_t(planned.size()), kSamplingRowsPerThread, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) planned[size_t(i)]->sample_ahead(logits, first_rows[size_t(i)]);
+    });
+  for (size_t i = 0; i < planned.size(); ++i)
+    or_stop(*planned[i], [&] { planned[i]->absorb(logits, first_rows[i]); });
   return true;
 }
 

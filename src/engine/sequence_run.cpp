@@ -140,12 +140,27 @@ void SequenceRun::cut_drafts_to_constraint() {
   if (!draft_.dists.empty()) draft_.dists.resize(size_t(allowed));
 }
 
+void SequenceRun::sample_ahead(const Tensor& logits, int64_t first_row) noexcept {
+  sampled_ahead_ = false;
+  if (phase_ == Phase::finished || request_.constraint || !draft_.tokens.empty()) return;
+  if (phase_ == Phase::prefill &&
+      (prefilled_ + planned_ < int64_t(request_.prompt.size()) || request_.max_new_tokens == 0))
+    return;
+  try {
+    ahead_row_ = row(logits, first_row);
+    next_ = sampler_.sample(ahead_row_, history_);
+    sampled_ahead_ = true;
+  } catch (...) {  // absorb samples again and reports it
+  }
+}
+
 void SequenceRun::absorb(const Tensor& logits, int64_t first_row) {
   check(phase_ != Phase::finished, "sequence run: logits for a finished run");
   if (phase_ == Phase::prefill) return absorb_prefill(logits, first_row);
   if (!draft_.tokens.empty()) return absorb_verify(logits, first_row);
-  const auto r = row(logits, first_row);
-  next_ = sampler_.sample(r, history_);
+  const auto r = sampled_ahead_ ? ahead_row_ : row(logits, first_row);
+  if (!sampled_ahead_) next_ = sampler_.sample(r, history_);
+  sampled_ahead_ = false;
   if (!emit(next_, r)) finish();
 }
 
@@ -156,8 +171,9 @@ void SequenceRun::absorb_prefill(const Tensor& logits, int64_t first_row) {
   result_.prefill_seconds = std::chrono::duration<double>(first_token_ - started_).count();
   phase_ = Phase::decode;
   if (request_.max_new_tokens == 0) return finish();
-  const auto first = row(logits, first_row);
-  next_ = sampler_.sample(first, history_);
+  const auto first = sampled_ahead_ ? ahead_row_ : row(logits, first_row);
+  if (!sampled_ahead_) next_ = sampler_.sample(first, history_);
+  sampled_ahead_ = false;
   if (!emit(next_, first)) finish();
 }
 

@@ -60,6 +60,13 @@ class SequenceRun {
   // The logits of the part it planned: rows [first_row, first_row + n) of
   // `logits`, n as that SequenceStep asked.
   void absorb(const Tensor& logits, int64_t first_row);
+  // Samples the next token of a decode row or a prompt's last chunk before
+  // absorb() takes it, from this run's row and sampler alone: safe beside
+  // other runs' sample_ahead on other threads, so a step's rows are sampled
+  // at once. Verify spans and constrained runs (whose masks follow what
+  // absorb emits) are left to absorb; so is a row whose sampling throws,
+  // which absorb then reports.
+  void sample_ahead(const Tensor& logits, int64_t first_row) noexcept;
   // Ends the run now (cancelled, timed out, or its step failed): the state is
   // dropped and the result is final with this finish reason (and error).
   void stop(const std::string& finish_reason, const std::string& error = {});
@@ -99,6 +106,8 @@ class SequenceRun {
   std::optional<DraftLengthPolicy> lengths_;
   std::vector<int32_t> history_;  // the prompt and every generated token
   int32_t next_ = 0;              // generated, not in the cache yet
+  bool sampled_ahead_ = false;    // next_ is this step's, sampled from ahead_row_
+  std::span<const float> ahead_row_;
   Draft draft_;                   // the drafts being verified
   TokenDistribution target_;
   std::vector<float> adjusted_;
