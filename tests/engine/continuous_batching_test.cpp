@@ -4,6 +4,7 @@
 // fixture (f32), with plain, delayed-start affine and TurboQuant KV.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "core/error.h"
@@ -92,6 +93,55 @@ TEST(ContinuousBatching, SampledSequencesKeepTheirOwnDraws) {
   // change the logits' last bits, which greedy tokens survive but such draws may not.
   const auto together = batched(*model, FixedPrefillPolicy(16), requests, 2, 16);
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(together[i].ids, alone[i].ids) << "request " << i;
+}
+
+// A step of 16 runs or more samples its rows across the thread pool before
+// absorbing them in order: each run draws what sampling its row on this
+// thread draws. The same 20 sampled requests go through run_step and through
+// the same steps absorbed one run at a time; both compute the same logits.
+TEST(ContinuousBatching, RowsSampledAcrossThreadsDrawWhatOneThreadDraws) {
+  auto model = load_fixture("qwen3_untied_4layer");
+  std::mt19937 rng(std::random_device{}());
+  const FixedPrefillPolicy policy(64);
+  std::vector<std::unique_ptr<SequenceRun>> pooled, alone;
+  for (int i = 0; i < 20; ++i) {
+    GenerationRequest r;
+    r.prompt = testing::random_ids(3 + i % 5, model->config().vocab_size, rng);
+    r.max_new_tokens = 6 + i % 4;  // some leave while the others go on
+    r.sampling = {.temperature = 1.0f, .top_p = 0.95f, .seed = rng()};
+    pooled.push_back(std::make_unique<SequenceRun>(*model, policy, r));
+    alone.push_back(std::make_unique<SequenceRun>(*model, policy, r));
+  }
+  std::vector<SequenceRun*> pooled_runs, alone_runs;
+  for (auto& r : pooled) pooled_runs.push_back(r.get());
+  for (auto& r : alone) alone_runs.push_back(r.get());
+  while (run_step(*model, pooled_runs, 4096)) {
+  }
+  int64_t widest = 0;
+  for (;;) {  // run_step's plan and absorb, without sample_ahead
+    std::vector<SequenceStep> step;
+    std::vector<SequenceRun*> planned;
+    for (const bool decoding : {true, false})
+      for (SequenceRun* run : alone_runs)
+        if (!run->finished() && run->prefilling() != decoding)
+          if (auto part = run->plan(decoding ? 0 : 4096)) {
+            step.push_back(std::move(*part));
+            planned.push_back(run);
+          }
+    if (step.empty()) break;
+    widest = std::max(widest, int64_t(step.size()));
+    const Tensor logits = model->forward(step);
+    int64_t row = 0;
+    for (size_t i = 0; i < planned.size(); ++i) {
+      planned[i]->absorb(logits, row);
+      row += step[i].logit_rows();
+    }
+  }
+  EXPECT_EQ(widest, 20);
+  for (size_t i = 0; i < pooled.size(); ++i) {
+    EXPECT_EQ(pooled[i]->error(), "");
+    EXPECT_EQ(pooled[i]->result().ids, alone[i]->result().ids) << "request " << i;
+  }
 }
 
 // Prompt lookup, or else the last token repeated: every step drafts, right or wrong.
