@@ -170,6 +170,7 @@ Tensor CudaBackend::pinned_host_tensor(std::vector<int64_t> shape, DType dtype) 
   // The smallest free buffer that holds it, so the large ones stay for large
   // downloads; with none, a new buffer, in place of a free smaller one when
   // kPinnedDownloads are kept already.
+  std::erase_if(pinned_downloads_, [](const auto& b) { return !b; });  // left by a failed allocation
   std::shared_ptr<PinnedBuffer>*fit = nullptr, *smaller = nullptr;
   for (auto& b : pinned_downloads_) {
     if (b.use_count() != 1) continue;
