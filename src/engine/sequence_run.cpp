@@ -1,6 +1,7 @@
 #include "engine/sequence_run.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 
@@ -154,13 +155,18 @@ void SequenceRun::sample_ahead(const Tensor& logits, int64_t first_row) noexcept
   }
 }
 
+std::span<const float> SequenceRun::sampled_row(const Tensor& logits, int64_t first_row) {
+  if (std::exchange(sampled_ahead_, false)) return ahead_row_;
+  const auto r = row(logits, first_row);
+  next_ = sampler_.sample(r, history_);
+  return r;
+}
+
 void SequenceRun::absorb(const Tensor& logits, int64_t first_row) {
   check(phase_ != Phase::finished, "sequence run: logits for a finished run");
   if (phase_ == Phase::prefill) return absorb_prefill(logits, first_row);
   if (!draft_.tokens.empty()) return absorb_verify(logits, first_row);
-  const auto r = sampled_ahead_ ? ahead_row_ : row(logits, first_row);
-  if (!sampled_ahead_) next_ = sampler_.sample(r, history_);
-  sampled_ahead_ = false;
+  const auto r = sampled_row(logits, first_row);
   if (!emit(next_, r)) finish();
 }
 
@@ -171,9 +177,7 @@ void SequenceRun::absorb_prefill(const Tensor& logits, int64_t first_row) {
   result_.prefill_seconds = std::chrono::duration<double>(first_token_ - started_).count();
   phase_ = Phase::decode;
   if (request_.max_new_tokens == 0) return finish();
-  const auto first = sampled_ahead_ ? ahead_row_ : row(logits, first_row);
-  if (!sampled_ahead_) next_ = sampler_.sample(first, history_);
-  sampled_ahead_ = false;
+  const auto first = sampled_row(logits, first_row);
   if (!emit(next_, first)) finish();
 }
 

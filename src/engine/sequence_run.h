@@ -86,6 +86,8 @@ class SequenceRun {
  private:
   enum class Phase { prefill, decode, finished };
   std::span<const float> row(const Tensor& logits, int64_t r);
+  // Row first_row with next_ sampled from it: sample_ahead's, or now.
+  std::span<const float> sampled_row(const Tensor& logits, int64_t first_row);
   bool emit(int32_t id, std::span<const float> logits);  // false when generation ends with it
   void cut_drafts_to_constraint();
   void absorb_prefill(const Tensor& logits, int64_t first_row);

@@ -170,7 +170,6 @@ Tensor CudaBackend::pinned_host_tensor(std::vector<int64_t> shape, DType dtype) 
   // The smallest free buffer that holds it, so the large ones stay for large
   // downloads; with none, a new buffer, in place of a free smaller one when
   // kPinnedDownloads are kept already.
-  std::erase_if(pinned_downloads_, [](const auto& b) { return !b; });  // left by a failed allocation
   std::shared_ptr<PinnedBuffer>*fit = nullptr, *smaller = nullptr;
   for (auto& b : pinned_downloads_) {
     if (b.use_count() != 1) continue;
@@ -178,14 +177,14 @@ Tensor CudaBackend::pinned_host_tensor(std::vector<int64_t> shape, DType dtype) 
     else if (!fit || b->bytes < (*fit)->bytes) fit = &b;
   }
   if (!fit) {
-    if (pinned_downloads_.size() < kPinnedDownloads) fit = &pinned_downloads_.emplace_back();
-    else if (smaller) fit = smaller;
-    else return Tensor::empty(std::move(shape), dtype);
-    *fit = nullptr;  // a replaced buffer is freed before the new one is taken
+    if (pinned_downloads_.size() >= kPinnedDownloads) {
+      if (!smaller) return Tensor::empty(std::move(shape), dtype);
+      pinned_downloads_.erase(pinned_downloads_.begin() + (smaller - pinned_downloads_.data()));  // freed first
+    }
     auto b = std::make_shared<PinnedBuffer>();
     check_cuda(cudaMallocHost(&b->data, bytes), "allocate pinned memory for a download");
     b->bytes = bytes;
-    *fit = std::move(b);
+    fit = &pinned_downloads_.emplace_back(std::move(b));
   }
   void* data = (*fit)->data;
   return Tensor::borrow(data, std::move(shape), dtype, std::shared_ptr<const void>(*fit, data));
