@@ -44,12 +44,14 @@ BENCH = [
          kw=dict(num_hidden_layers=4,
                  layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"])),
     # Qwen3-30B-A3B geometry (128 experts, top-8, moe 768, 32 q / 4 kv heads of 128), 4 of 48 layers.
-    dict(name="qwen3-30b-a3b-4l", cls="Qwen3MoeForCausalLM", cfg="Qwen3MoeConfig", slice="4 of 48 layers",
-         kw=dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
-                 num_hidden_layers=4, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
-                 num_experts=128, num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1,
-                 max_position_embeddings=40960, tie_word_embeddings=False,
-                 rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    *[dict(name=f"qwen3-30b-a3b-{n}l", cls="Qwen3MoeForCausalLM", cfg="Qwen3MoeConfig", slice=f"{n} of 48 layers",
+           kw=dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+                   num_hidden_layers=n, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+                   num_experts=128, num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1,
+                   max_position_embeddings=40960, tie_word_embeddings=False,
+                   rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}))
+      # 4 layers for the CPU machine; 12 (15 GB) for the GPU's decode, a quarter of the model's depth.
+      for n in (4, 12)],
 ]
 
 

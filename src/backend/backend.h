@@ -40,6 +40,20 @@ struct AttentionParams {
   bool bf16_inputs = false;
 };
 
+// The activation of a gated MLP: y = down(act(gate·x) · (up·x)).
+enum class GateActivation { silu, gelu_tanh };
+
+// One MoE layer's experts: expert e is gate[e] and up[e] [intermediate,
+// hidden] and down[e] [hidden, intermediate] (no biases), with one activation.
+// `device` is what Backend::bind_experts made of them for its device (null
+// where it made nothing: the routing then goes through the host).
+struct ExpertBank {
+  std::vector<Tensor> gate, up, down;
+  GateActivation act = GateActivation::silu;
+  std::shared_ptr<const void> device;
+  int64_t count() const { return int64_t(gate.size()); }
+};
+
 // The sizes of a Gated DeltaNet layer's delta rule (value head h reads key head
 // h / (value_heads / key_heads)).
 struct DeltaRuleShape {
@@ -177,6 +191,19 @@ class Backend {
   // [T, k], renormalized to sum 1 when asked, then times expert_scale[id] when given.
   void route_top_k(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale, Tensor& ids,
                    Tensor& weights);
+  // y [T, hidden] ← Σ over each row's k choices (ids i32 and weights f32 [T, k],
+  // as route_top_k leaves them) of weight · expert(x row), added in ascending
+  // expert order (as transformers does). Experts no row picks are not read.
+  void expert_mlps(const ExpertBank& bank, const Tensor& x, const Tensor& ids, const Tensor& weights, Tensor& y,
+                   bool bf16_inputs);
+  // Prepares a bank once, at load, for expert_mlps to run with the routing
+  // left on the device (sets bank.device). Where the backend has no such
+  // path for these weights it leaves the bank as it is.
+  virtual void bind_experts(ExpertBank& bank) { (void)bank; }
+  // Whether expert_mlps over `rows` rows of every bank bound so far keeps the
+  // routing on the device, so that a step running it can be recorded
+  // (run_step): the routing is read by no host code in the middle of it.
+  virtual bool experts_on_device(int64_t rows) const { (void)rows; return false; }
 
   // --- Gated DeltaNet ---
   // Causal depthwise conv1d, then SiLU: x, out [T, channels]; weight [channels,
@@ -237,6 +264,11 @@ class Backend {
                                      const std::vector<float>& weights, Tensor& dst) = 0;
   virtual void route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale,
                                 Tensor& ids, Tensor& weights) = 0;
+  // The routing brought to the host, then each picked expert run once over
+  // its rows gathered, its output scattered back with the rows' weights
+  // (expert_mlps.cpp). A device overrides it where it keeps the routing.
+  virtual void expert_mlps_impl(const ExpertBank& bank, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                Tensor& y, bool bf16_inputs);
   virtual void causal_conv1d_silu_impl(const Tensor& x, const Tensor& weight, Tensor& state, Tensor& out) = 0;
   virtual void l2_norm_heads_impl(Tensor& x, int64_t first_col, int64_t heads, int64_t head_dim, float scale,
                                   float eps) = 0;

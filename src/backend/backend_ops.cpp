@@ -170,6 +170,33 @@ void Backend::route_top_k(const Tensor& logits, int64_t k, bool renormalize, con
   route_top_k_impl(logits, k, renormalize, expert_scale, ids, weights);
 }
 
+void Backend::expert_mlps(const ExpertBank& bank, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                          Tensor& y, bool bf16_inputs) {
+  const OpScope scope(profile_, "expert_mlps");
+  expect_f32(x, "expert_mlps", "x");
+  expect_f32(y, "expert_mlps", "y");
+  expect_f32(weights, "expert_mlps", "weights");
+  expect_rank(x, 2, "expert_mlps", "x");
+  const int64_t t = x.dim(0), hidden = x.dim(1), e = bank.count();
+  check(e > 0 && int64_t(bank.up.size()) == e && int64_t(bank.down.size()) == e, "expert_mlps: ", bank.gate.size(),
+        " gate, ", bank.up.size(), " up and ", bank.down.size(), " down matrices");
+  const int64_t inter = bank.gate[0].dim(0);
+  for (int64_t i = 0; i < e; ++i) {
+    const Tensor &g = bank.gate[size_t(i)], &u = bank.up[size_t(i)], &d = bank.down[size_t(i)];
+    check(g.rank() == 2 && u.shape() == g.shape() && g.dim(0) == inter && g.dim(1) == hidden && d.rank() == 2 &&
+              d.dim(0) == hidden && d.dim(1) == inter,
+          "expert_mlps: expert ", i, " has gate ", g.shape_string(), ", up ", u.shape_string(), ", down ",
+          d.shape_string(), " for x ", x.shape_string());
+  }
+  check(ids.dtype() == DType::i32 && ids.rank() == 2 && ids.dim(0) == t && ids.dim(1) >= 1, "expert_mlps: ids ",
+        dtype_name(ids.dtype()), " ", ids.shape_string(), " should be i32 [", t, ", k]");
+  check(weights.shape() == ids.shape(), "expert_mlps: weights ", weights.shape_string(), " should be ",
+        ids.shape_string());
+  check(y.shape() == x.shape(), "expert_mlps: y ", y.shape_string(), " should be ", x.shape_string());
+  if (t == 0) return;
+  expert_mlps_impl(bank, x, ids, weights, y, bf16_inputs);
+}
+
 void Backend::causal_conv1d_silu(const Tensor& x, const Tensor& weight, Tensor& state, Tensor& out) {
   const OpScope scope(profile_, "causal_conv1d_silu");
   for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &weight, &state, &out}) expect_f32(*t, "causal_conv1d_silu", "every tensor");

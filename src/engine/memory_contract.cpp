@@ -185,6 +185,17 @@ int64_t MemoryContract::device_weights_bytes() const {
       add(matmul_bytes(t));
   }
   if (in_.tensors.count(head)) add_head(head);
+  // Each MoE layer whose experts the GPU routes itself (plain weights of
+  // widths that are multiples of 8: CudaBackend::bind_experts) gets a table of
+  // their weight addresses.
+  bool experts_quantized = false;
+  for (const auto& [name, t] : in_.tensors)
+    if ((name.find(".experts") != std::string::npos || name.find(".switch_mlp.") != std::string::npos) &&
+        !quantized_module(in_.tensors, name).empty())
+      experts_quantized = true;
+  if (c.num_experts > 0 && !experts_quantized && c.hidden_size % 8 == 0 && c.moe_intermediate_size % 8 == 0)
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      if (c.enable_moe_block || c.is_sparse_moe_layer(i)) add(3 * c.num_experts * int64_t(sizeof(void*)));
   // So does Gemma 4's attention where a layer owns its KV (the values' unit-weight norm).
   if (c.model_type.rfind("gemma4", 0) == 0)
     for (int64_t i = 0; i < c.num_layers; ++i)
@@ -275,6 +286,11 @@ std::pair<int64_t, int64_t> MemoryContract::transient_parts(int64_t chunk, int64
     // tokens may pick the same expert); the shared expert and its gate.
     per_token += c.num_experts + 3 * c.hidden_size + 2 * c.moe_intermediate_size;
     per_token += 2 * c.shared_expert_intermediate_size + c.hidden_size + 1;
+    // On a GPU, expert_mlps with the routing on the device: each (row,
+    // choice) pair's activated and output rows and the plan (at most three
+    // ints a pair).
+    if (in_.device == Device::cuda)
+      per_token += c.num_experts_per_tok * (c.moe_intermediate_size + c.hidden_size + 3) + 1;
   }
   int64_t widest_input = std::max({c.hidden_size, intermediate, c.moe_intermediate_size, max_q,
                                    c.shared_expert_intermediate_size});

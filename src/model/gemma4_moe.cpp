@@ -29,16 +29,18 @@ Gemma4Routing Gemma4Router::route(Backend& b, const Tensor& x) const {
   b.scale(h, float(std::pow(double(hidden), -0.5)));
   Tensor logits = b.empty({t, e}, DType::f32);
   b.matmul(h, proj, nullptr, logits, false);  // f32 even for bf16 compute: near-ties must not flip
-  return route_experts(b, logits, top_k, /*renormalize=*/true, &per_expert_scale);
+  Gemma4Routing r{b.empty({t, top_k}, DType::i32), b.empty({t, top_k}, DType::f32)};
+  b.route_top_k(logits, top_k, /*renormalize=*/true, &per_expert_scale, r.ids, r.weights);
+  return r;
 }
 
 Gemma4Experts Gemma4Experts::load(const WeightLoader& w, const std::string& prefix, const ModelConfig& c) {
-  return {load_experts(w, prefix, c.num_experts, c.hidden_size, c.moe_intermediate_size)};
+  return {load_experts(w, prefix, c.num_experts, c.hidden_size, c.moe_intermediate_size, GateActivation::gelu_tanh)};
 }
 
 void Gemma4Experts::operator()(Backend& b, const Tensor& x, const Gemma4Routing& routing, Tensor& y,
                                bool bf16) const {
-  run_experts(b, experts, GateActivation::gelu_tanh, x, routing, y, bf16);
+  b.expert_mlps(experts, x, routing.ids, routing.weights, y, bf16);
 }
 
 }  // namespace fathom

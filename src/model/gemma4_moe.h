@@ -17,7 +17,11 @@
 
 namespace fathom {
 
-using Gemma4Routing = ExpertRouting;
+// Each token's top_k experts (descending probability) and routing weights,
+// [tokens, top_k] on the backend's device (i32 and f32).
+struct Gemma4Routing {
+  Tensor ids, weights;
+};
 
 struct Gemma4Router {
   Tensor unit;              // [hidden] ones: the router's norm has no weight
@@ -37,7 +41,7 @@ struct Gemma4Router {
 };
 
 struct Gemma4Experts {
-  std::vector<GatedMlp> experts;  // views into the fused [E·2I, H] / [E·H, I] stacks
+  ExpertBank experts;  // GELU-tanh; views into the fused [E·2I, H] / [E·H, I] stacks
 
   // `prefix`.gate_up_proj [E, 2I, H] (gate rows first) and .down_proj [E, H, I],
   // or the unfused per-expert form `prefix`.E.{gate,up,down}_proj.weight.

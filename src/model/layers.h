@@ -26,8 +26,6 @@ struct Linear {
   }
 };
 
-enum class GateActivation { silu, gelu_tanh };
-
 // A gated MLP: y = down(act(gate(x)) * up(x)) (SwiGLU, or GeGLU with tanh GELU).
 struct GatedMlp {
   Linear gate, up, down;

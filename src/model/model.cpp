@@ -75,10 +75,11 @@ Tensor Model::forward(std::span<const SequenceStep> step) const {
 
 bool Model::replayable(const StepLayout& layout) const {
   // Decode rows and verify spans: many small ops, which a device may run
-  // better as one recorded unit. A mixture of experts reads its routing back
-  // in the middle of the step, which a recorded step cannot.
+  // better as one recorded unit. A mixture of experts whose routing the
+  // backend reads back on the host mid-step cannot be recorded.
   const ModelConfig& c = config();
-  if (layout.rows() > kReplayableStepRows || c.num_experts != 0 || c.enable_moe_block) return false;
+  if (layout.rows() > kReplayableStepRows) return false;
+  if ((c.num_experts != 0 || c.enable_moe_block) && !backend_->experts_on_device(layout.rows())) return false;
   return std::all_of(layout.segments.begin(), layout.segments.end(),
                      [](const auto& s) { return s.rows <= kReplayableSequenceRows; });
 }

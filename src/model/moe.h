@@ -4,7 +4,6 @@
 // experts run. Qwen3-Next adds a shared expert that every token runs, scaled
 // by a per-token sigmoid gate.
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -17,7 +16,7 @@ namespace fathom {
 
 struct SparseMoe {
   Tensor router;                  // [experts, hidden], f32
-  std::vector<GatedMlp> experts;  // SwiGLU, moe_intermediate_size each
+  ExpertBank experts;             // SwiGLU, moe_intermediate_size each
   int64_t top_k = 0;
   bool norm_topk_prob = false;
   std::optional<GatedMlp> shared_expert;     // shared_expert_intermediate_size
@@ -38,29 +37,12 @@ struct SparseMoe {
   void add_shared_expert(Backend& b, const Tensor& x, Tensor& y, bool bf16) const;
 };
 
-// A bank of E gated-MLP experts: `prefix`.gate_up_proj [E, 2I, H] (gate rows
-// first) with .down_proj [E, H, I], what transformers 5 saves, or one folder
-// per expert, `prefix`.E.{gate,up,down}_proj.weight, or MLX's switch layer
-// (the parent of `prefix`).switch_mlp.{gate,up,down}_proj.weight [E, out, in].
-std::vector<GatedMlp> load_experts(const WeightLoader& w, const std::string& prefix, int64_t experts, int64_t hidden,
-                                   int64_t intermediate);
-
-// Each token's top_k experts (descending probability) and routing weights,
-// row-major [tokens, top_k], on the host: which experts run is decided there.
-struct ExpertRouting {
-  int64_t top_k = 0;
-  std::vector<int32_t> experts;
-  std::vector<float> weights;
-};
-
-// The backend's route_top_k over router logits [t, experts], brought to the host.
-ExpertRouting route_experts(Backend& b, const Tensor& logits, int64_t top_k, bool renormalize,
-                            const Tensor* expert_scale = nullptr);
-
-// y [t, hidden] ← Σ over each token's choices of weight · expert(x). Experts
-// without tokens never run; each runs once over its tokens gathered, and sums
-// accumulate in expert order (as transformers does).
-void run_experts(Backend& b, std::span<const GatedMlp> experts, GateActivation act, const Tensor& x,
-                 const ExpertRouting& routing, Tensor& y, bool bf16);
+// A bank of E gated-MLP experts with activation `act`: `prefix`.gate_up_proj
+// [E, 2I, H] (gate rows first) with .down_proj [E, H, I], what transformers 5
+// saves, or one folder per expert, `prefix`.E.{gate,up,down}_proj.weight, or
+// MLX's switch layer (the parent of `prefix`).switch_mlp.{gate,up,down}_proj.weight
+// [E, out, in]. Bound to the loader's backend (Backend::bind_experts).
+ExpertBank load_experts(const WeightLoader& w, const std::string& prefix, int64_t experts, int64_t hidden,
+                        int64_t intermediate, GateActivation act);
 
 }  // namespace fathom

@@ -963,6 +963,122 @@ TEST_P(OpSuite, RouteTopKRejectsBadArguments) {
   EXPECT_THROW(backend_->route_top_k(logits, 2, true, &scale7, ids, weights), Error);  // 7 scales for 8 experts
 }
 
+// y = Σ over each row's choices of weight · down(act(gate·x) · up·x), in
+// double; in bf16 compute each matmul's input is rounded to bf16 first.
+std::vector<double> expert_mlps_reference(const std::vector<float>& x, const std::vector<std::vector<float>>& gate,
+                                          const std::vector<std::vector<float>>& up,
+                                          const std::vector<std::vector<float>>& down, const std::vector<int32_t>& ids,
+                                          const std::vector<float>& weights, int64_t t, int64_t k, int64_t hidden,
+                                          int64_t inter, GateActivation act, bool bf16_inputs) {
+  auto in = [&](float v) { return double(bf16_inputs ? round_bf16(v) : v); };
+  std::vector<double> y(size_t(t * hidden), 0.0);
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      const size_t e = size_t(ids[size_t(r * k + j)]);
+      std::vector<float> h(static_cast<size_t>(inter));
+      for (int64_t n = 0; n < inter; ++n) {
+        double g = 0.0, u = 0.0;
+        for (int64_t c = 0; c < hidden; ++c) {
+          g += in(x[size_t(r * hidden + c)]) * gate[e][size_t(n * hidden + c)];
+          u += in(x[size_t(r * hidden + c)]) * up[e][size_t(n * hidden + c)];
+        }
+        const double a = act == GateActivation::silu
+                             ? silu(g)
+                             : 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+        h[size_t(n)] = float(a * u);
+      }
+      for (int64_t c = 0; c < hidden; ++c) {
+        double o = 0.0;
+        for (int64_t n = 0; n < inter; ++n) o += in(h[size_t(n)]) * down[e][size_t(c * inter + n)];
+        y[size_t(r * hidden + c)] += double(weights[size_t(r * k + j)]) * o;
+      }
+    }
+  return y;
+}
+
+TEST_P(OpSuite, ExpertMlps) {
+  SCOPED_TRACE(seed_note());
+  struct Case {
+    int64_t t, experts, k, hidden, inter;
+  };
+  // Decode rows, a batch past 16 rows, one past 64 (the host's routing on a
+  // device), and widths the device kernels do not take (hidden 36).
+  for (const Case& c : {Case{1, 6, 2, 40, 24}, Case{7, 33, 8, 64, 48}, Case{40, 12, 4, 40, 24},
+                        Case{70, 9, 3, 40, 16}, Case{5, 6, 2, 36, 20}})
+    for (DType wdt : {DType::f32, DType::bf16})
+      for (bool bf16_inputs : {false, true})
+        for (bool bound : {true, false}) {
+          if (wdt == DType::f32 && bf16_inputs) continue;  // bf16 compute has bf16 weights
+          const GateActivation act = c.t % 2 ? GateActivation::silu : GateActivation::gelu_tanh;
+          ExpertBank bank;
+          bank.act = act;
+          std::vector<std::vector<float>> gate, up, down;
+          // Experts no row picks hold NaN: reading one would poison the output.
+          const int64_t unused = c.experts - 1;
+          for (int64_t e = 0; e < c.experts; ++e) {
+            for (auto [list, dst, rows, cols] :
+                 {std::tuple{&gate, &bank.gate, c.inter, c.hidden}, std::tuple{&up, &bank.up, c.inter, c.hidden},
+                  std::tuple{&down, &bank.down, c.hidden, c.inter}}) {
+              Tensor host = random_tensor({rows, cols}, wdt, rng_, 0.4f);
+              if (e == unused) {
+                for (int64_t i = 0; i < host.numel(); ++i)
+                  wdt == DType::f32 ? void(host.data<float>()[i] = NAN) : void(host.data<bf16_t>()[i] = 0x7fc0);
+              }
+              list->push_back(widen(host));
+              dst->push_back(backend_->upload(host));
+            }
+          }
+          if (bound) backend_->bind_experts(bank);
+          // k distinct experts a row, never the unused one; rows share experts.
+          std::vector<int32_t> ids;
+          std::vector<float> weights;
+          for (int64_t r = 0; r < c.t; ++r) {
+            std::vector<int32_t> order(size_t(c.experts - 1));
+            std::iota(order.begin(), order.end(), 0);
+            std::shuffle(order.begin(), order.end(), rng_);
+            for (int64_t j = 0; j < c.k; ++j) ids.push_back(order[size_t(j)]), weights.push_back(uniform(0.05f, 1.0f));
+          }
+          const Input x = input({c.t, c.hidden});
+          Tensor ids_host = Tensor::empty({c.t, c.k}, DType::i32);
+          std::copy(ids.begin(), ids.end(), ids_host.data<int32_t>());
+          const Tensor ids_dev = backend_->upload(ids_host), weights_dev = upload(weights, {c.t, c.k});
+          Tensor y = out({c.t, c.hidden});
+          backend_->expert_mlps(bank, x.dev, ids_dev, weights_dev, y, bf16_inputs);
+          const std::string what = "expert_mlps t=" + std::to_string(c.t) + " experts=" + std::to_string(c.experts) +
+                                   " k=" + std::to_string(c.k) + " hidden=" + std::to_string(c.hidden) + " " +
+                                   dtype_name(wdt) + (bf16_inputs ? " bf16 inputs" : "") +
+                                   (bound ? " bound" : " unbound");
+          expect_close(read(y),
+                       expert_mlps_reference(x.host, gate, up, down, ids, weights, c.t, c.k, c.hidden, c.inter, act,
+                                             bf16_inputs),
+                       bf16_inputs ? 2e-3 : 1e-5, what);
+        }
+}
+
+TEST_P(OpSuite, ExpertMlpsRejectsBadArguments) {
+  SCOPED_TRACE(seed_note());
+  ExpertBank bank;
+  for (int e = 0; e < 3; ++e) {
+    bank.gate.push_back(input({6, 8}).dev);
+    bank.up.push_back(input({6, 8}).dev);
+    bank.down.push_back(input({8, 6}).dev);
+  }
+  const Tensor x = input({2, 8}).dev, weights = input({2, 2}).dev, ids_f32 = input({2, 2}).dev;
+  Tensor ids_host = Tensor::empty({2, 2}, DType::i32);
+  std::fill_n(ids_host.data<int32_t>(), 4, 1);
+  const Tensor ids = backend_->upload(ids_host);
+  Tensor y = out({2, 8}), y_wide = out({2, 9});
+  EXPECT_THROW(backend_->expert_mlps(bank, x, ids_f32, weights, y, false), Error);       // ids must be i32
+  EXPECT_THROW(backend_->expert_mlps(bank, x, ids, input({2, 3}).dev, y, false), Error);  // a weight per id
+  EXPECT_THROW(backend_->expert_mlps(bank, x, ids, weights, y_wide, false), Error);       // y is x's shape
+  ExpertBank wrong = bank;
+  wrong.down[1] = input({8, 5}).dev;  // one expert's down disagrees with its gate
+  EXPECT_THROW(backend_->expert_mlps(wrong, x, ids, weights, y, false), Error);
+  wrong = bank;
+  wrong.up.pop_back();  // two up matrices for three experts
+  EXPECT_THROW(backend_->expert_mlps(wrong, x, ids, weights, y, false), Error);
+}
+
 // ---------------------------------------------------------------------------
 // Gated DeltaNet
 

@@ -121,16 +121,16 @@ TEST(Gemma4, RouterPicksTopKAndScalesByExpert) {
   auto backend = make_cpu_backend();
   const Gemma4Routing got = r.route(*backend, x);
   const HandRouting want = hand_route(x, r, r.eps);
-  ASSERT_EQ(got.top_k, k);
-  ASSERT_EQ(int64_t(got.experts.size()), t * k);
-  ASSERT_EQ(int64_t(got.weights.size()), t * k);
+  ASSERT_EQ(got.ids.shape(), (std::vector<int64_t>{t, k}));
+  ASSERT_EQ(got.weights.shape(), (std::vector<int64_t>{t, k}));
   int compared = 0;
   for (int64_t i = 0; i < t; ++i) {
     if (!want.clear[i]) continue;
     ++compared;
     for (int64_t j = 0; j < k; ++j) {
-      EXPECT_EQ(got.experts[i * k + j], want.experts[i * k + j]) << "token " << i << " choice " << j;
-      EXPECT_NEAR(got.weights[i * k + j], want.weights[i * k + j], 1e-5) << "token " << i << " choice " << j;
+      EXPECT_EQ(got.ids.data<int32_t>()[i * k + j], want.experts[i * k + j]) << "token " << i << " choice " << j;
+      EXPECT_NEAR(got.weights.data<float>()[i * k + j], want.weights[i * k + j], 1e-5)
+          << "token " << i << " choice " << j;
     }
   }
   EXPECT_GE(compared, t / 2);
@@ -147,29 +147,27 @@ TEST(Gemma4, ExpertsRunOnlyForTheirRoutedTokens) {
   SCOPED_TRACE(seed);
   const int64_t t = 7, hidden = 24, inter = 10, experts = 5, k = 2;
   Gemma4Experts m;
+  m.experts.act = GateActivation::gelu_tanh;
   for (int64_t e = 0; e < experts; ++e) {
-    GatedMlp x;
-    x.gate.weight = random_tensor({inter, hidden}, DType::f32, rng, 0.3f);
-    x.up.weight = random_tensor({inter, hidden}, DType::f32, rng, 0.3f);
-    x.down.weight = random_tensor({hidden, inter}, DType::f32, rng, 0.3f);
-    m.experts.push_back(std::move(x));
+    m.experts.gate.push_back(random_tensor({inter, hidden}, DType::f32, rng, 0.3f));
+    m.experts.up.push_back(random_tensor({inter, hidden}, DType::f32, rng, 0.3f));
+    m.experts.down.push_back(random_tensor({hidden, inter}, DType::f32, rng, 0.3f));
   }
   const int32_t unused[] = {1, 4};
   for (int32_t e : unused)
-    for (Tensor* w : {&m.experts[e].gate.weight, &m.experts[e].up.weight, &m.experts[e].down.weight})
+    for (Tensor* w : {&m.experts.gate[size_t(e)], &m.experts.up[size_t(e)], &m.experts.down[size_t(e)]})
       std::fill(w->data<float>(), w->data<float>() + w->numel(), std::numeric_limits<float>::quiet_NaN());
 
-  Gemma4Routing routing;
-  routing.top_k = k;
+  Gemma4Routing routing{Tensor::empty({t, k}, DType::i32), Tensor::empty({t, k}, DType::f32)};
   const int32_t used[] = {0, 2, 3};
   std::uniform_int_distribution<int> pick(0, 2);
   std::uniform_real_distribution<float> weight(0.1f, 1.5f);
   for (int64_t i = 0; i < t; ++i) {
     const int a = pick(rng);
-    routing.experts.push_back(used[a]);
-    routing.experts.push_back(used[(a + 1 + pick(rng) % 2) % 3]);
-    routing.weights.push_back(weight(rng));
-    routing.weights.push_back(weight(rng));
+    routing.ids.data<int32_t>()[i * k] = used[a];
+    routing.ids.data<int32_t>()[i * k + 1] = used[(a + 1 + pick(rng) % 2) % 3];
+    routing.weights.data<float>()[i * k] = weight(rng);
+    routing.weights.data<float>()[i * k + 1] = weight(rng);
   }
 
   const Tensor x = random_tensor({t, hidden}, DType::f32, rng);
@@ -182,20 +180,20 @@ TEST(Gemma4, ExpertsRunOnlyForTheirRoutedTokens) {
     const float* row = x.data<float>() + i * hidden;
     std::vector<double> acc(static_cast<size_t>(hidden), 0.0);
     for (int64_t j = 0; j < k; ++j) {
-      const GatedMlp& e = m.experts[routing.experts[i * k + j]];
+      const size_t e = size_t(routing.ids.data<int32_t>()[i * k + j]);
       std::vector<double> act(static_cast<size_t>(inter));
       for (int64_t n = 0; n < inter; ++n) {
         double g = 0.0, u = 0.0;
         for (int64_t d = 0; d < hidden; ++d) {
-          g += double(e.gate.weight.data<float>()[n * hidden + d]) * row[d];
-          u += double(e.up.weight.data<float>()[n * hidden + d]) * row[d];
+          g += double(m.experts.gate[e].data<float>()[n * hidden + d]) * row[d];
+          u += double(m.experts.up[e].data<float>()[n * hidden + d]) * row[d];
         }
         act[n] = gelu_tanh(g) * u;
       }
       for (int64_t d = 0; d < hidden; ++d) {
         double o = 0.0;
-        for (int64_t n = 0; n < inter; ++n) o += double(e.down.weight.data<float>()[d * inter + n]) * act[n];
-        acc[d] += o * routing.weights[i * k + j];
+        for (int64_t n = 0; n < inter; ++n) o += double(m.experts.down[e].data<float>()[d * inter + n]) * act[n];
+        acc[d] += o * routing.weights.data<float>()[i * k + j];
       }
     }
     for (int64_t d = 0; d < hidden; ++d) want[i * hidden + d] = float(acc[d]);

@@ -18,15 +18,17 @@ TEST(MoeRouting, SoftmaxTopKAndRenormalization) {
   const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.5f, 0.0f};
   Tensor l = Tensor::empty({1, 5}, DType::f32);
   std::copy(logits.begin(), logits.end(), l.data<float>());
-  ExpertRouting r = route_experts(*b, l, 2, false);
-  ASSERT_EQ(r.experts, (std::vector<int32_t>{1, 3}));
+  Tensor ids = Tensor::empty({1, 2}, DType::i32), w = Tensor::empty({1, 2}, DType::f32);
+  b->route_top_k(l, 2, false, nullptr, ids, w);
+  EXPECT_EQ(ids.data<int32_t>()[0], 1);
+  EXPECT_EQ(ids.data<int32_t>()[1], 3);
   double z = 0;
   for (float x : logits) z += std::exp(double(x));
-  EXPECT_NEAR(r.weights[0], std::exp(2.0) / z, 1e-6);
-  EXPECT_NEAR(r.weights[1], std::exp(1.5) / z, 1e-6);
-  r = route_experts(*b, l, 2, true);
-  EXPECT_NEAR(r.weights[0] + r.weights[1], 1.0, 1e-6);
-  EXPECT_NEAR(r.weights[0] / r.weights[1], std::exp(0.5), 1e-5);
+  EXPECT_NEAR(w.data<float>()[0], std::exp(2.0) / z, 1e-6);
+  EXPECT_NEAR(w.data<float>()[1], std::exp(1.5) / z, 1e-6);
+  b->route_top_k(l, 2, true, nullptr, ids, w);
+  EXPECT_NEAR(w.data<float>()[0] + w.data<float>()[1], 1.0, 1e-6);
+  EXPECT_NEAR(w.data<float>()[0] / w.data<float>()[1], std::exp(0.5), 1e-5);
 }
 
 TEST(SparseMoe, MatchesDirectSumOverChosenExperts) {
@@ -38,11 +40,9 @@ TEST(SparseMoe, MatchesDirectSumOverChosenExperts) {
   moe.norm_topk_prob = true;
   moe.router = random_tensor({experts, hidden}, DType::f32, rng);
   for (int64_t e = 0; e < experts; ++e) {
-    GatedMlp m;
-    m.gate.weight = random_tensor({inter, hidden}, DType::f32, rng, 0.3f);
-    m.up.weight = random_tensor({inter, hidden}, DType::f32, rng, 0.3f);
-    m.down.weight = random_tensor({hidden, inter}, DType::f32, rng, 0.3f);
-    moe.experts.push_back(m);
+    moe.experts.gate.push_back(random_tensor({inter, hidden}, DType::f32, rng, 0.3f));
+    moe.experts.up.push_back(random_tensor({inter, hidden}, DType::f32, rng, 0.3f));
+    moe.experts.down.push_back(random_tensor({hidden, inter}, DType::f32, rng, 0.3f));
   }
   Tensor x = random_tensor({t, hidden}, DType::f32, rng);
   Tensor y = Tensor::empty({t, hidden}, DType::f32);
@@ -64,16 +64,16 @@ TEST(SparseMoe, MatchesDirectSumOverChosenExperts) {
     const double norm = p[order[0]] + p[order[1]];
     std::vector<double> want(hidden, 0.0);
     for (int64_t j = 0; j < k; ++j) {
-      const GatedMlp& m = moe.experts[order[j]];
+      const size_t ex = size_t(order[j]);
       std::vector<double> act(inter);
       for (int64_t r = 0; r < inter; ++r) {
-        const double g = dot(xi, m.gate.weight.data<float>() + r * hidden, hidden);
-        const double u = dot(xi, m.up.weight.data<float>() + r * hidden, hidden);
+        const double g = dot(xi, moe.experts.gate[ex].data<float>() + r * hidden, hidden);
+        const double u = dot(xi, moe.experts.up[ex].data<float>() + r * hidden, hidden);
         act[r] = g / (1 + std::exp(-g)) * u;
       }
       for (int64_t d = 0; d < hidden; ++d) {
         double s = 0;
-        for (int64_t r = 0; r < inter; ++r) s += act[r] * m.down.weight.data<float>()[d * inter + r];
+        for (int64_t r = 0; r < inter; ++r) s += act[r] * moe.experts.down[ex].data<float>()[d * inter + r];
         want[d] += p[order[j]] / norm * s;
       }
     }

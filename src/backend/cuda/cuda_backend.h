@@ -73,6 +73,12 @@ class CudaBackend final : public Backend {
   Tensor run_step(const std::function<Tensor()>& step) override;
   StepReplays step_replays() const override { return graphs_.counts(); }
   StepGraphCosts step_graph_costs() override { return graphs_.kernel_costs(ctx_->stream, 5, 20); }
+  // Banks of bf16 or f32 experts run with the routing on the GPU
+  // (expert_mlps.cu) for steps of up to kExpertRowsOnDevice rows (a recorded
+  // step's most); others, and quantized experts, take the host's routing.
+  void bind_experts(ExpertBank& bank) override;
+  bool experts_on_device(int64_t rows) const override;
+  static constexpr int64_t kExpertRowsOnDevice = 64;
 
  protected:
   void matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool bf16_inputs) override;
@@ -105,6 +111,8 @@ class CudaBackend final : public Backend {
                              Tensor& dst) override;
   void route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale, Tensor& ids,
                         Tensor& weights) override;
+  void expert_mlps_impl(const ExpertBank& bank, const Tensor& x, const Tensor& ids, const Tensor& weights, Tensor& y,
+                        bool bf16_inputs) override;
 
   void causal_conv1d_silu_impl(const Tensor& x, const Tensor& weight, Tensor& state, Tensor& out) override;
   void l2_norm_heads_impl(Tensor& x, int64_t first_col, int64_t heads, int64_t head_dim, float scale,
@@ -268,6 +276,7 @@ class CudaBackend final : public Backend {
   std::vector<void*> staged_tables_;    // stage_rows' host side, reused
   std::vector<KvRowRef> staged_rows_;
   std::map<std::pair<uint64_t, int64_t>, Tensor> signs_;
+  int64_t unbound_expert_banks_ = 0;  // banks bind_experts left to the host's routing
 };
 
 // Slots of CudaBackend::stage / scratch.

@@ -3,6 +3,7 @@
 // are reduced in a different order, so results agree to rounding.
 #include <algorithm>
 
+#include "backend/cuda/activations.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 
@@ -16,8 +17,6 @@ int blocks(int64_t n) { return int(std::max<int64_t>(1, std::min<int64_t>((n + k
 #define GRID_STRIDE(i, n) \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
-__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float siluf(float x) { return x / (1.0f + expf(-x)); }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024).
 __device__ float block_sum(float v) {
@@ -138,11 +137,6 @@ __global__ void rope_rows(float* x, const float* cos, const float* sin, int64_t 
   }
 }
 
-__device__ __forceinline__ float gelu_tanhf(float x) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
-}
-
 // out = Act(gate) · up (SiLU, GELU-tanh), a value a thread; gate_mul_x4 four
 // (16-byte accesses), where the sizes and pointers allow: a prefill chunk's
 // gate and up are tens of MB each.
@@ -228,33 +222,51 @@ __global__ void scatter_add_rows_kernel(const float* src, const int32_t* rows, c
   for (int64_t i = 0; i < n; ++i) dst[int64_t(rows[i]) * d + c] += src[i * d + c] * weights[i];
 }
 
-// One thread per token: softmax over the experts, then k scans for the largest
-// remaining probability (the lower index wins ties, as on the CPU).
+// One warp per token: the softmax's max and sum over the experts, then k
+// rounds that each take the most probable expert after the last one taken
+// (by probability, the lower index first among equals, as on the CPU). A
+// probability is recomputed where it is compared, the same way each time, so
+// nothing is stored; NaNs are never taken.
 __global__ void route_top_k_kernel(const float* logits, int64_t t, int64_t e, int64_t k, bool renormalize,
-                                   const float* expert_scale, float* probs, int32_t* ids, float* weights) {
+                                   const float* expert_scale, int32_t* ids, float* weights) {
   await_previous_kernel();
-  GRID_STRIDE(row, t) {
-    const float* l = logits + row * e;
-    float* p = probs + row * e;
-    float mx = l[0];
-    for (int64_t i = 1; i < e; ++i) mx = fmaxf(mx, l[i]);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < e; ++i) sum += p[i] = expf(l[i] - mx);
-    for (int64_t i = 0; i < e; ++i) p[i] /= sum;
-    float total = 0.0f;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t best = -1;
-      for (int64_t i = 0; i < e; ++i)
-        if (p[i] >= 0.0f && (best < 0 || p[i] > p[best])) best = i;
-      ids[row * k + j] = int32_t(best);
-      total += weights[row * k + j] = p[best];
-      p[best] = -1.0f;  // taken
+  const int lane = threadIdx.x % 32;
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (row >= t) return;
+  const float* l = logits + row * e;
+  float mx = -INFINITY;
+  for (int64_t i = lane; i < e; i += 32) mx = fmaxf(mx, l[i]);
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float sum = 0.0f;
+  for (int64_t i = lane; i < e; i += 32) sum += expf(l[i] - mx);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  float prev_p = INFINITY, total = 0.0f;
+  int prev_i = -1;
+  for (int64_t j = 0; j < k; ++j) {
+    float bp = 0.0f;
+    int bi = -1;
+    for (int64_t i = lane; i < e; i += 32) {
+      const float p = expf(l[i] - mx) / sum;
+      const bool after = p < prev_p || (p == prev_p && int(i) > prev_i);
+      if (after && (bi < 0 || p > bp)) bp = p, bi = int(i);
     }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oi >= 0 && (bi < 0 || op > bp || (op == bp && oi < bi))) bp = op, bi = oi;
+    }
+    if (lane == 0) {
+      ids[row * k + j] = bi;
+      weights[row * k + j] = bp;
+    }
+    total += bp;
+    prev_p = bp, prev_i = bi;
+  }
+  if (lane == 0)
     for (int64_t j = 0; j < k; ++j) {
       if (renormalize) weights[row * k + j] /= total;
-      if (expert_scale) weights[row * k + j] *= expert_scale[ids[row * k + j]];
+      if (expert_scale && ids[row * k + j] >= 0) weights[row * k + j] *= expert_scale[ids[row * k + j]];
     }
-  }
 }
 
 // One thread per channel, tokens in order; the window lives in the state.
@@ -526,10 +538,8 @@ void CudaBackend::route_top_k_impl(const Tensor& logits, int64_t k, bool renorma
                                    Tensor& ids, Tensor& weights) {
   const int64_t t = logits.dim(0), e = logits.dim(1);
   if (t == 0) return;
-  Tensor probs = empty_impl({t, e}, DType::f32);
-  launch("route_top_k", route_top_k_kernel, blocks(t), kThreads, 0, logits.data<float>(), t, e, k, renormalize,
-         expert_scale ? expert_scale->data<float>() : nullptr, probs.data<float>(), ids.data<int32_t>(),
-         weights.data<float>());
+  launch("route_top_k", route_top_k_kernel, blocks(t * 32), kThreads, 0, logits.data<float>(), t, e, k, renormalize,
+         expert_scale ? expert_scale->data<float>() : nullptr, ids.data<int32_t>(), weights.data<float>());
 }
 
 void CudaBackend::causal_conv1d_silu_impl(const Tensor& x, const Tensor& weight, Tensor& state, Tensor& out) {
