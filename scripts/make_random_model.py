@@ -18,7 +18,8 @@ into model-0000K-of-0000N.safetensors with a model.safetensors.index.json, like 
 
 Weights: Linear ~ N(0, 1/in_features), embeddings ~ N(0, 1), RMSNorm weights ~ 1 + 0.05*N(0, 1).
 --bits writes every linear and embedding matrix (whose width the group size divides) in
-MLX's affine format instead, as `mlx_lm.convert -q` would lay it out: U32 codes drawn
+MLX's affine format instead, as `mlx_lm.convert -q` would lay it out (fused MoE experts as
+MLX's switch layer): U32 codes drawn
 uniformly (every bit random) with one bf16 scale and bias per tensor, so the values are
 uniform with the same standard deviation; config.json gets the `quantization` block. A
 model for measuring speed, made in seconds (quantizing an 8B bf16 folder takes minutes).
@@ -220,6 +221,23 @@ def manifest_tensor_list(manifest):
     return out
 
 
+def mlx_switch_layout(tensors):
+    """transformers 5's fused experts (…mlp.experts.gate_up_proj [E, 2I, H], …down_proj
+    [E, H, I]) renamed and split as MLX's switch layer (…mlp.switch_mlp.{gate,up,down}_proj.weight
+    [E, out, in]), the form an MLX-quantized MoE folder has."""
+    out = []
+    for name, shape, kind in tensors:
+        if name.endswith(".experts.gate_up_proj") and len(shape) == 3:
+            base = name[: -len(".experts.gate_up_proj")] + ".switch_mlp."
+            half = (shape[0], shape[1] // 2, shape[2])
+            out += [(base + "gate_proj.weight", half, kind), (base + "up_proj.weight", half, kind)]
+        elif name.endswith(".experts.down_proj") and len(shape) == 3:
+            out.append((name[: -len(".experts.down_proj")] + ".switch_mlp.down_proj.weight", shape, kind))
+        else:
+            out.append((name, shape, kind))
+    return out
+
+
 def quantize_list(tensors, bits, group):
     """[(name, shape, kind, dtype, value)]: the matrices of `tensors` whose width `group`
     divides as MLX-quantized modules (codes, scales, biases), the rest as bf16."""
@@ -383,7 +401,7 @@ def main():
         tensors = tensor_list(args.shape)
         label = args.shape
     if args.bits:
-        tensors = quantize_list(tensors, args.bits, args.group_size)
+        tensors = quantize_list(mlx_switch_layout(tensors), args.bits, args.group_size)
         quant = {"group_size": args.group_size, "bits": args.bits}
         spec = dict(spec, config=dict(spec["config"], quantization=quant, quantization_config=quant))
     else:

@@ -1,6 +1,7 @@
 #include "engine/memory_contract.h"
 
 #include <algorithm>
+#include <set>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cuda/device_memory.h"
@@ -185,17 +186,23 @@ int64_t MemoryContract::device_weights_bytes() const {
       add(matmul_bytes(t));
   }
   if (in_.tensors.count(head)) add_head(head);
-  // Each MoE layer whose experts the GPU routes itself (plain weights of
-  // widths that are multiples of 8: CudaBackend::bind_experts) gets a table of
-  // their weight addresses.
-  bool experts_quantized = false;
+  // Each MoE layer whose experts the GPU routes itself (CudaBackend::
+  // bind_experts: plain weights, or 4- and 8-bit codes, of widths that are
+  // multiples of 8) gets a table of their weight addresses: the three
+  // matrices' data, and for codes their scales and biases.
+  // One format for every expert matrix, or the host routes them.
+  std::set<int> expert_bits;  // 0: plain
   for (const auto& [name, t] : in_.tensors)
     if ((name.find(".experts") != std::string::npos || name.find(".switch_mlp.") != std::string::npos) &&
-        !quantized_module(in_.tensors, name).empty())
-      experts_quantized = true;
-  if (c.num_experts > 0 && !experts_quantized && c.hidden_size % 8 == 0 && c.moe_intermediate_size % 8 == 0)
+        t.shape.size() >= 2 && !ends_with(name, ".scales") && !ends_with(name, ".biases")) {
+      const std::string module = quantized_module(in_.tensors, name);
+      expert_bits.insert(module.empty() ? 0 : module_bits(c, module));
+    }
+  const int bits = expert_bits.size() == 1 ? *expert_bits.begin() : -1;
+  if (c.num_experts > 0 && (bits == 0 || bits == 4 || bits == 8) && c.hidden_size % 8 == 0 &&
+      c.moe_intermediate_size % 8 == 0)
     for (int64_t i = 0; i < c.num_layers; ++i)
-      if (c.enable_moe_block || c.is_sparse_moe_layer(i)) add(3 * c.num_experts * int64_t(sizeof(void*)));
+      if (c.enable_moe_block || c.is_sparse_moe_layer(i)) add((bits ? 9 : 3) * c.num_experts * int64_t(sizeof(void*)));
   // So does Gemma 4's attention where a layer owns its KV (the values' unit-weight norm).
   if (c.model_type.rfind("gemma4", 0) == 0)
     for (int64_t i = 0; i < c.num_layers; ++i)

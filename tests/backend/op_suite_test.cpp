@@ -1002,14 +1002,25 @@ TEST_P(OpSuite, ExpertMlps) {
     int64_t t, experts, k, hidden, inter;
   };
   // Decode rows, a batch past 16 rows, one past 64 (the host's routing on a
-  // device), and widths the device kernels do not take (hidden 36).
-  for (const Case& c : {Case{1, 6, 2, 40, 24}, Case{7, 33, 8, 64, 48}, Case{40, 12, 4, 40, 24},
-                        Case{70, 9, 3, 40, 16}, Case{5, 6, 2, 36, 20}})
-    for (DType wdt : {DType::f32, DType::bf16})
+  // device), and widths the device kernels do not take (hidden 36, 3-bit codes).
+  // Weights plain (f32, bf16) or MLX-coded (bits, group; scales and biases
+  // of a dtype that varies from case to case).
+  struct Format {
+    DType dtype;
+    int bits = 0, group = 0;
+  };
+  const DType kParams[] = {DType::bf16, DType::f16, DType::f32};
+  int variant = 0;
+  for (const Case& c : {Case{1, 6, 2, 64, 32}, Case{7, 33, 8, 64, 96}, Case{40, 12, 4, 128, 64},
+                        Case{70, 9, 3, 64, 32}, Case{5, 6, 2, 36, 20}})
+    for (Format fmt : {Format{DType::f32}, Format{DType::bf16}, Format{DType::affine, 4, 32},
+                       Format{DType::affine, 8, 64}, Format{DType::affine, 4, 64}, Format{DType::affine, 3, 32}})
       for (bool bf16_inputs : {false, true})
         for (bool bound : {true, false}) {
-          if (wdt == DType::f32 && bf16_inputs) continue;  // bf16 compute has bf16 weights
+          if (fmt.dtype == DType::f32 && bf16_inputs) continue;  // bf16 compute has bf16 weights
+          if (fmt.dtype == DType::affine && (c.hidden % fmt.group || c.inter % fmt.group)) continue;
           const GateActivation act = c.t % 2 ? GateActivation::silu : GateActivation::gelu_tanh;
+          const DType params = kParams[variant++ % 3];
           ExpertBank bank;
           bank.act = act;
           std::vector<std::vector<float>> gate, up, down;
@@ -1019,12 +1030,23 @@ TEST_P(OpSuite, ExpertMlps) {
             for (auto [list, dst, rows, cols] :
                  {std::tuple{&gate, &bank.gate, c.inter, c.hidden}, std::tuple{&up, &bank.up, c.inter, c.hidden},
                   std::tuple{&down, &bank.down, c.hidden, c.inter}}) {
-              Tensor host = random_tensor({rows, cols}, wdt, rng_, 0.4f);
-              if (e == unused) {
-                for (int64_t i = 0; i < host.numel(); ++i)
-                  wdt == DType::f32 ? void(host.data<float>()[i] = NAN) : void(host.data<bf16_t>()[i] = 0x7fc0);
+              Tensor host = random_tensor({rows, cols}, fmt.dtype == DType::affine ? DType::f32 : fmt.dtype, rng_, 0.4f);
+              if (fmt.dtype == DType::affine) {
+                host = quantize_affine(host, fmt.bits, fmt.group, params);
+                const Tensor values = dequantize_affine(host);
+                list->push_back(std::vector<float>(values.data<float>(), values.data<float>() + values.numel()));
+                if (e == unused) {
+                  const Tensor& scales = host.affine_quant().scales;
+                  for (int64_t i = 0; i < scales.numel(); ++i)
+                    params == DType::f32 ? void(scales.data<float>()[i] = NAN)
+                                         : void(scales.data<uint16_t>()[i] = params == DType::bf16 ? 0x7fc0 : 0x7e00);
+                }
+              } else {
+                if (e == unused)
+                  for (int64_t i = 0; i < host.numel(); ++i)
+                    fmt.dtype == DType::f32 ? void(host.data<float>()[i] = NAN) : void(host.data<bf16_t>()[i] = 0x7fc0);
+                list->push_back(widen(host));
               }
-              list->push_back(widen(host));
               dst->push_back(backend_->upload(host));
             }
           }
@@ -1046,7 +1068,9 @@ TEST_P(OpSuite, ExpertMlps) {
           backend_->expert_mlps(bank, x.dev, ids_dev, weights_dev, y, bf16_inputs);
           const std::string what = "expert_mlps t=" + std::to_string(c.t) + " experts=" + std::to_string(c.experts) +
                                    " k=" + std::to_string(c.k) + " hidden=" + std::to_string(c.hidden) + " " +
-                                   dtype_name(wdt) + (bf16_inputs ? " bf16 inputs" : "") +
+                                   dtype_name(fmt.dtype) + " bits " + std::to_string(fmt.bits) + " group " +
+                                   std::to_string(fmt.group) + " " + dtype_name(params) +
+                                   (bf16_inputs ? " bf16 inputs" : "") +
                                    (bound ? " bound" : " unbound");
           expect_close(read(y),
                        expert_mlps_reference(x.host, gate, up, down, ids, weights, c.t, c.k, c.hidden, c.inter, act,
