@@ -22,7 +22,6 @@
 #include "backend/cuda/affine_launch.h"
 #include "backend/cuda/bf16_vectors.h"
 #include "backend/cuda/cuda_backend.h"
-#include "core/error.h"
 
 namespace fathom::cuda {
 
@@ -312,6 +311,7 @@ __global__ void expert_combine_kernel(const float* out, const int32_t* ids, cons
 }  // namespace
 
 void CudaBackend::bind_experts(ExpertBank& bank) {
+  if (bank.count() == 0) return;
   const Tensor& g0 = bank.gate[0];
   const int64_t inter = g0.dim(0), hidden = g0.dim(1);
   auto bound = std::make_shared<DeviceExperts>();
@@ -381,8 +381,8 @@ void CudaBackend::expert_mlps_impl(const ExpertBank& bank, const Tensor& x, cons
   const ExpertMatrix up{bound->at(0, 1), bound->at(1, 1), bound->at(2, 1)};
   const ExpertMatrix down_m{bound->at(0, 2), bound->at(1, 2), bound->at(2, 2)};
   const bool gelu = bank.act == GateActivation::gelu_tanh;
-  const ExpertRowsArgs gate_up{gate,         up,           view,        x.data<float>(), int(k), act.data<float>(), inter,
-                               hidden,       bound->group, bound->params, bf16_inputs,   gelu};
+  const ExpertRowsArgs gate_up{gate, up, view, x.data<float>(), int(k), act.data<float>(), inter, hidden, bound->group,
+                               bound->params, bf16_inputs, gelu};
   const ExpertRowsArgs down{down_m, {}, view, act.data<float>(), 1, out.data<float>(), hidden, inter, bound->group,
                             bound->params, bf16_inputs, false};
   const dim3 block(32 * kColumnsPerBlock);
