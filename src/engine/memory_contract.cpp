@@ -187,10 +187,9 @@ int64_t MemoryContract::device_weights_bytes() const {
   }
   if (in_.tensors.count(head)) add_head(head);
   // Each MoE layer whose experts the GPU routes itself (CudaBackend::
-  // bind_experts: plain weights, or 4- and 8-bit codes, of widths that are
-  // multiples of 8) gets a table of their weight addresses: the three
-  // matrices' data, and for codes their scales and biases.
-  // One format for every expert matrix, or the host routes them.
+  // bind_experts: one format for every expert matrix, plain or 4- and 8-bit
+  // codes, widths that are multiples of 8) gets a table of their weight
+  // addresses: the three matrices' data, and for codes their scales and biases.
   std::set<int> expert_bits;  // 0: plain
   for (const auto& [name, t] : in_.tensors)
     if ((name.find(".experts") != std::string::npos || name.find(".switch_mlp.") != std::string::npos) &&

@@ -73,9 +73,9 @@ class CudaBackend final : public Backend {
   Tensor run_step(const std::function<Tensor()>& step) override;
   StepReplays step_replays() const override { return graphs_.counts(); }
   StepGraphCosts step_graph_costs() override { return graphs_.kernel_costs(ctx_->stream, 5, 20); }
-  // Banks of bf16 or f32 experts run with the routing on the GPU
-  // (expert_mlps.cu) for steps of up to kExpertRowsOnDevice rows (a recorded
-  // step's most); others, and quantized experts, take the host's routing.
+  // Banks of bf16, f32 or 4-/8-bit coded experts run with the routing on the
+  // GPU (expert_mlps.cu) for steps of up to kExpertRowsOnDevice rows (a
+  // recorded step's most); other formats, and longer steps, take the host's.
   void bind_experts(ExpertBank& bank) override;
   bool experts_on_device(int64_t rows) const override;
   static constexpr int64_t kExpertRowsOnDevice = 64;

@@ -38,7 +38,7 @@ struct DeviceExperts {
   ExpertFormat format = ExpertFormat::f32;
   affine::ParamType params = affine::ParamType::f32;
   int group = 0;
-  int64_t count = 0, hidden = 0, inter = 0;
+  int64_t count = 0;
   bool coded() const { return format == ExpertFormat::q4 || format == ExpertFormat::q8; }
   // part: 0 data, 1 scales, 2 biases (null for plain formats); matrix: 0 gate, 1 up, 2 down.
   const void* const* at(int part, int matrix) const {
@@ -315,7 +315,7 @@ void CudaBackend::bind_experts(ExpertBank& bank) {
   const Tensor& g0 = bank.gate[0];
   const int64_t inter = g0.dim(0), hidden = g0.dim(1);
   auto bound = std::make_shared<DeviceExperts>();
-  bound->count = bank.count(), bound->hidden = hidden, bound->inter = inter;
+  bound->count = bank.count();
   bool fits = hidden % 8 == 0 && inter % 8 == 0;
   switch (g0.dtype()) {
     case DType::bf16: bound->format = ExpertFormat::bf16; break;
@@ -370,7 +370,7 @@ void CudaBackend::expert_mlps_impl(const ExpertBank& bank, const Tensor& x, cons
   const auto* bound = static_cast<const DeviceExperts*>(bank.device.get());
   if (!bound || t > kExpertRowsOnDevice || n > kPlanMaxPairs || k > 32)
     return Backend::expert_mlps_impl(bank, x, ids, weights, y, bf16_inputs);
-  const int64_t e = bound->count, hidden = bound->hidden, inter = bound->inter;
+  const int64_t e = bank.count(), hidden = x.dim(1), inter = bank.gate[0].dim(0);
   const int gmax = int(std::min(e, n));
   Tensor plan = empty_impl({n + 2 * gmax + 2}, DType::i32);
   Tensor act = empty_impl({n, inter}, DType::f32), out = empty_impl({n, hidden}, DType::f32);
