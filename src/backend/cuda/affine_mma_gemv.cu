@@ -1,23 +1,6 @@
-// Decode matmuls (1-16 rows of x) over 4- and 8-bit MLX affine codes in bf16
-// compute, on the tensor cores.
-//
-// Why tensor cores for a GEMV: a code turned into a float and multiplied on
-// the CUDA cores costs about four instructions, more at 4 bits than the SMs
-// issue while the memory delivers the codes. Here a shift and a mask-and-or
-// drop two 4-bit codes into mantissa bits 3-6 of two bf16 16.0s: 16 + q,
-// exact in bf16, is what the mma takes, and mma.sync multiplies 16 weight
-// rows by up to 8 rows of x with exact products and f32 sums. An 8-bit code
-// is two 4-bit halves, lo + 16·hi, the high half meeting 16·x (exact: a
-// power of two). Per group of 32-128 values, y += scale·Σ x·q + bias·Σ x as
-// on the CPU, x rounded to bf16 as bf16 compute rounds it. The 16s are taken
-// back out with the bias, in f32: Σ x·(16 + q) = Σ x·q + 16·Σ x (at 8 bits
-// 16·Σ x + 16·16·Σ x), so the group adds scale·(the mma's sum) + (bias −
-// offset·scale)·Σ x, one multiply-add a row and group instead of a
-// subtraction for every pair of codes. The offset's size is what the f32
-// sums lose: codes at bits 0-3 of a half would come out as 128 + q (what
-// this kernel took until the op suite measured 5.5e-6 against its 5e-6
-// bound at 4 bits, and 8 bits' 128·17 cost 1.8e-5); at bits 3-6 the offset
-// is 16, the least a single mask-and-or allows.
+// Decode matmuls of 3-16 rows of x (1-2 rows: affine_direct_gemv.cu) over
+// 4- and 8-bit MLX affine codes in bf16 compute, on the tensor cores. How
+// codes and x enter the mma: affine_mma.h.
 //
 // A block is 8 warps (4 where x takes much room: Layout); the grid is as
 // many blocks as are resident at once, each going through tiles of 16
@@ -30,27 +13,30 @@
 // step before it is staged, and a lane's sources are set once a tile: the
 // instructions per code, not the bytes, were the limit (bench/RESULTS.md).
 // Lane (g, t) = (lane / 4, lane % 4) takes rows g and g + 8 of the tile,
-// and in each group t's quarter of each row. The order of k inside an mma is
-// free as long as A and B agree: the mask takes the codes at bits s and
-// s + 16 of a word (s = 0, 4, 8, 12), and x, staged per chunk in bf16, is
-// paired to match.
+// and in each group t's quarter of each row.
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
 
 #include "backend/cuda/affine_launch.h"
+#include "backend/cuda/affine_mma.h"
 #include "backend/cuda/bf16_vectors.h"
 #include "backend/cuda/cuda_backend.h"
 
 namespace fathom::cuda {
 namespace {
 
+using affine::bf16_pair;
 using affine::block_output;
+using affine::code_pair;
+using affine::kCodeOffset;
 using affine::Launch;
+using affine::mma_bf16;
 using affine::Output;
 using affine::param_bits;
 using affine::param_value;
 using affine::ParamType;
+using affine::times16;
 
 constexpr int kTileRows = 16;     // weight rows per block: the mma's M
 constexpr int kWordsInFlight = 8;  // code words of each of a lane's two rows per chunk: 128 bytes a row
@@ -62,33 +48,6 @@ struct Shape {
   static constexpr int kChunkGroups = kWords >= kWordsInFlight ? 1 : kWordsInFlight / kWords;
   static constexpr int kChunkValues = kChunkGroups * Group;
 };
-
-__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
-  const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&p);
-}
-
-// The 4-bit fields at bits s and s + 16 of w (s = 0, 4, 8 or 12) as an
-// exact bf16 pair, 16 + field (the first in the low half): the fields moved
-// to bits 3-6 of each half, then (w & mask) | 16.0's bits in one instruction.
-__device__ __forceinline__ uint32_t code_pair(uint32_t w, int s) {
-  const uint32_t at3 = s == 0 ? w << 3 : w >> (s - 3);
-  uint32_t biased;
-  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(biased) : "r"(at3), "r"(0x00780078u), "r"(0x41804180u));
-  return biased;
-}
-
-// What a group's mma sums hold beyond Σ x·q, in units of Σ x: 16 a code at
-// 4 bits; 16 + 16·16 at 8, whose high half meets 16·x.
-template <int Bits>
-constexpr float kCodeOffset = Bits == 4 ? 16.0f : 16.0f + 16.0f * 16.0f;
-
-// y += A·B over 16 weight rows × 16 k × 8 rows of x: bf16 products, f32 sums.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 // Async copies, global to shared, 16 bytes a lane (none past src_bytes:
 // the rest of the 16 is filled with zeros).
@@ -154,7 +113,7 @@ struct XChunk {
 // multiprocessor.
 template <int XRows>
 struct Rows {
-  static constexpr int kTiles = XRows > 8 ? 2 : 1, kCols = 8 * kTiles, kStages = XRows <= 2 ? 4 : 3;
+  static constexpr int kTiles = XRows > 8 ? 2 : 1, kCols = 8 * kTiles, kStages = 3;
 };
 
 template <int Bits, int Group, int XRows, int Warps>
@@ -175,7 +134,7 @@ struct Layout {
   static constexpr int kWarps = 2 * (sizeof(SharedMemory<Bits, Group, XRows, 8>) + 1024) <= 228 * 1024 ? 8 : 4;
   static constexpr size_t kSharedBytes = sizeof(SharedMemory<Bits, Group, XRows, kWarps>);
 };
-static_assert(Layout<4, 64, 2>::kWarps == 8 && Layout<4, 64, 16>::kWarps == 4 && Layout<8, 64, 16>::kWarps == 8,
+static_assert(Layout<4, 64, 16>::kWarps == 4 && Layout<8, 64, 16>::kWarps == 8,
               "the layouts measured in bench/RESULTS.md");
 
 // Where a lane's copies and parameter loads for one tile come from: the
@@ -342,13 +301,6 @@ __device__ __forceinline__ void store_x(XPasses<Bits, Group, XRows>& xp, const f
       store_x_pass<Bits, Group, XRows, Cols>(xp.v[0], M, pass, lane, xc, sums);
     }
   }
-}
-
-// 16 times both halves of a bf16 pair (exact: a power of two).
-__device__ __forceinline__ uint32_t times16(uint32_t pair) {
-  const __nv_bfloat162 q =
-      __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&pair), __floats2bfloat162_rn(16.0f, 16.0f));
-  return *reinterpret_cast<const uint32_t*>(&q);
 }
 
 // Two blocks a multiprocessor, as their shared memory was sized for: registers
@@ -560,8 +512,7 @@ void CudaBackend::affine_mma_gemv(const float* x, int64_t M, int64_t K,
         const dim3 grid(unsigned(std::min(tiles, slots)));
         launch("matmul: quantized gemv (tensor cores)", kernel, grid, block, bytes, args, x, int(M), K);
       };
-      if (M <= 2) run(std::integral_constant<int, 2>{});
-      else if (M <= 8) run(std::integral_constant<int, 8>{});
+      if (M <= 8) run(std::integral_constant<int, 8>{});
       else run(std::integral_constant<int, 16>{});
     };
     if (q.bits == 4) go(std::integral_constant<int, 4>{});
