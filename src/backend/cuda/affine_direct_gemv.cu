@@ -1,18 +1,23 @@
-// Decode matmuls of one or two rows of x over 4- and 8-bit MLX affine codes
-// in bf16 compute: the codes go from global memory straight into the mma's
-// A fragments (how codes and x meet in the mma: affine_mma.h).
+// Decode matmuls of one or two rows of x over 8-bit MLX affine codes in
+// groups of 64 or 128 values and 4-bit codes in groups of 128, in bf16
+// compute: the codes go from global memory straight into the mma's A
+// fragments (how codes and x meet in the mma: affine_mma.h).
 //
-// Why not the shared-memory ring of affine_mma_gemv.cu: at one row of x the
-// GEMV is bound by the instructions it issues per byte of codes (ncu: ~35 a
-// 16×16 mma there, half of them moving codes through shared memory and
-// setting up the next chunk). Here a step is one group of 16 weight rows:
-// lane (g, t) = (lane / 4, lane % 4) loads its quarter t of the group's
-// words in rows g and g + 8 with one vector load each (a quad reads whole
-// 32-byte sectors), a few steps ahead in registers, and x, staged once per
-// block in shared memory already rounded and paired, is one shared load a
-// word. The four lanes t of an mma read one group, so the mma's sums are a
-// group's, scaled and offset as on the CPU: y += scale·Σ x·q + bias·Σ x,
-// with Σ x per group (of the rounded x) staged beside x.
+// A step is one group of 16 weight rows: lane (g, t) = (lane / 4, lane % 4)
+// loads its quarter t of the group's words in rows g and g + 8 with one
+// vector load each (a quad reads whole 32-byte sectors), several steps ahead
+// in registers, and x, staged once per block in shared memory already
+// rounded and paired, is one shared load a word. The four lanes t of an mma
+// read one group, so the mma's sums are a group's, scaled and offset as on
+// the CPU: y += scale·Σ x·q + bias·Σ x, with Σ x per group (of the rounded
+// x) staged beside x. Against the shared-memory ring of affine_mma_gemv.cu
+// (~35 instructions a 16×16 mma, half of them moving codes and setting up
+// chunks) this issues fewer per byte while a step holds 1 KiB of codes or
+// more; for narrower groups its steps' fixed work costs more than the ring's,
+// which keeps them (bench/RESULTS.md: both measured per width and group).
+// The bytes in flight set the pace: registers for 8 steps of 4-bit codes
+// in two blocks a multiprocessor beat half as many in three, and beat a
+// ring of async copies of the same steps (more bytes in flight, slower).
 //
 // A block is 8 warps on one tile of 16 rows at a time; the grid is as many
 // blocks as are resident, each going through tiles in turn. In a tile, warp
@@ -322,32 +327,28 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
     while (tile < my_tiles) finish_tile();
 }
 
-void with_group(int group, auto&& f) {
-  switch (group) {
-    case 32: return f(std::integral_constant<int, 32>{});
-    case 64: return f(std::integral_constant<int, 64>{});
-    case 128: return f(std::integral_constant<int, 128>{});
-    default: fail("matmul: quantized groups of ", group, " values (32, 64 or 128)");
-  }
-}
-
 // Bytes of shared memory one block of this GEMV may take: room for two a
 // multiprocessor, 1 KiB of each reserved (228 KiB on Hopper).
 constexpr int64_t kMaxSharedBytes = 113 * 1024;
 
 }  // namespace
 
-bool CudaBackend::affine_direct_suits(int64_t M, int64_t K, int bits) {
-  if (M < 1 || M > kMaxRows || (bits != 4 && bits != 8)) return false;
+bool CudaBackend::affine_direct_suits(int64_t M, int64_t K, int bits, int group) {
+  // Steps of at least 1 KiB of codes (16 rows of a group): with less the
+  // ring kernel measured faster (8B shape, one row: 4-bit groups of 32 212
+  // against 268 tok/s, of 64 311 against 318; 8-bit groups of 32 190
+  // against 194), with more this one (4-bit groups of 128 362 against 324,
+  // 8-bit groups of 64 256 against 215).
+  if (M < 1 || M > kMaxRows || (bits != 4 && bits != 8) || bits * group < 512) return false;
   return SharedLayout<4>(K, K / 32, int(M)).bytes <= kMaxSharedBytes;  // the same bytes at 8 bits
 }
 
 void CudaBackend::affine_direct_gemv(const float* x, int64_t M, int64_t K,
                                      std::span<const MatmulTarget* const> targets) {
   const AffineQuant& q = targets.front()->w->affine_quant();
-  check(affine_direct_suits(M, K, q.bits), "matmul: the direct quantized GEMV takes 1 to ", kMaxRows,
-        " rows of 4- or 8-bit codes with K of up to ", kMaxSharedBytes, " bytes of bf16 x, got ", M, " rows of K ", K,
-        " at ", q.bits, " bits");
+  check(affine_direct_suits(M, K, q.bits, q.group_size), "matmul: the direct quantized GEMV takes 1 to ", kMaxRows,
+        " rows of 8-bit codes in groups of 64 or 128, or 4-bit in groups of 128, whose x fits ", kMaxSharedBytes,
+        " bytes of shared memory; got ", M, " rows of K ", K, " at ", q.bits, " bits in groups of ", q.group_size);
   check(K % q.group_size == 0, "matmul: the direct quantized GEMV takes whole groups, got K ", K, " in groups of ",
         q.group_size);
   Launch args{};
@@ -362,37 +363,40 @@ void CudaBackend::affine_direct_gemv(const float* x, int64_t M, int64_t K,
     affine::add_output(args, *t, kTileRows);
   }
   const int64_t tiles = args.first_block[args.count];
-  const bool bf16_params = q.scales.dtype() == DType::bf16;
-  with_group(q.group_size, [&](auto gs) {
-    constexpr int G = decltype(gs)::value;
-    const auto go = [&]<int Bits>(std::integral_constant<int, Bits>) {
-      const auto kernel = bf16_params ? affine_direct_gemv_kernel<Bits, G, true> : affine_direct_gemv_kernel<Bits, G, false>;
-      const size_t bytes = size_t(SharedLayout<Bits>(K, K / G, int(M)).bytes);
-      // The blocks resident on a multiprocessor at this much shared memory,
-      // found once per device and size (asked of the runtime: registers
-      // limit them too).
-      static std::mutex mutex;
-      static std::vector<std::tuple<int, size_t, int>> resident;  // device, bytes, blocks
-      int fit = 0;
-      {
-        std::lock_guard lock(mutex);
-        for (const auto& [device, b, n] : resident)
-          if (device == ctx_->device && b == bytes) fit = n;
-        if (fit == 0) {
-          check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSharedBytes)),
-                     "matmul: quantized gemv (direct)");
-          check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, 32 * kWarps, bytes),
-                     "matmul: quantized gemv (direct)");
-          fit = std::max(fit, 1);
-          resident.emplace_back(ctx_->device, bytes, fit);
-        }
+  // The blocks resident on a multiprocessor at this much shared memory are
+  // found once per kernel, device and size (asked of the runtime: registers
+  // limit them too).
+  const auto go = [&]<int Bits, int G, bool Bf16Params>(std::integral_constant<int, Bits>, std::integral_constant<int, G>,
+                                                        std::bool_constant<Bf16Params>) {
+    const auto kernel = affine_direct_gemv_kernel<Bits, G, Bf16Params>;
+    const size_t bytes = size_t(SharedLayout<Bits>(K, K / G, int(M)).bytes);
+    static std::mutex mutex;
+    static std::vector<std::tuple<int, size_t, int>> resident;  // device, bytes, blocks
+    int fit = 0;
+    {
+      std::lock_guard lock(mutex);
+      for (const auto& [device, b, n] : resident)
+        if (device == ctx_->device && b == bytes) fit = n;
+      if (fit == 0) {
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSharedBytes)),
+                   "matmul: quantized gemv (direct)");
+        check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, 32 * kWarps, bytes),
+                   "matmul: quantized gemv (direct)");
+        fit = std::max(fit, 1);
+        resident.emplace_back(ctx_->device, bytes, fit);
       }
-      const dim3 grid(unsigned(std::min<int64_t>(tiles, int64_t(fit) * ctx_->sm_count)));
-      launch("matmul: quantized gemv (direct)", kernel, grid, dim3(32 * kWarps), bytes, args, x, int(M), K);
-    };
-    if (q.bits == 4) go(std::integral_constant<int, 4>{});
-    else go(std::integral_constant<int, 8>{});
-  });
+    }
+    const dim3 grid(unsigned(std::min<int64_t>(tiles, int64_t(fit) * ctx_->sm_count)));
+    launch("matmul: quantized gemv (direct)", kernel, grid, dim3(32 * kWarps), bytes, args, x, int(M), K);
+  };
+  const auto with_params = [&](auto bits, auto group) {
+    if (q.scales.dtype() == DType::bf16) go(bits, group, std::true_type{});
+    else go(bits, group, std::false_type{});
+  };
+  using std::integral_constant;
+  if (q.bits == 4) with_params(integral_constant<int, 4>{}, integral_constant<int, 128>{});
+  else if (q.group_size == 64) with_params(integral_constant<int, 8>{}, integral_constant<int, 64>{});
+  else with_params(integral_constant<int, 8>{}, integral_constant<int, 128>{});
 }
 
 }  // namespace fathom::cuda

@@ -5,8 +5,8 @@
 // Decode steps (up to cuda_memory::affine_gemv_max_rows rows of x) read the
 // packed codes directly: their floor is the weight bytes a step reads, and a
 // 4-bit weight is a quarter of a bf16 one. 4- and 8-bit codes in bf16
-// compute go to the tensor cores (affine_direct_gemv.cu for 1-2 rows,
-// affine_mma_gemv.cu for more), the rest to the CUDA-core kernel here. Per
+// compute go to the tensor cores (affine_mma_gemv.cu; 1-2 rows of wide
+// groups affine_direct_gemv.cu), the rest to the CUDA-core kernel here. Per
 // group, y += scale·Σ x·q + bias·Σ x,
 // so the codes are multiplied as the small integers they are. Longer steps
 // widen a panel of weight rows at a time into scratch and hand it to cuBLAS,
@@ -248,7 +248,7 @@ void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* con
   for (size_t first = 0; first < targets.size();) {
     const AffineQuant& q = targets[first]->w->affine_quant();
     const bool mma = affine_mma_suits(M, *targets[first]->w, bf16_inputs);
-    const bool direct = mma && affine_direct_suits(M, K, q.bits);
+    const bool direct = mma && affine_direct_suits(M, K, q.bits, q.group_size);
     size_t next = first + 1;
     while (next < targets.size() && next - first < size_t(affine::kOutputs)) {
       const AffineQuant& n = targets[next]->w->affine_quant();

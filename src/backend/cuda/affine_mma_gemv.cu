@@ -1,6 +1,7 @@
-// Decode matmuls of 3-16 rows of x (1-2 rows: affine_direct_gemv.cu) over
-// 4- and 8-bit MLX affine codes in bf16 compute, on the tensor cores. How
-// codes and x enter the mma: affine_mma.h.
+// Decode matmuls of 1-16 rows of x over 4- and 8-bit MLX affine codes in
+// bf16 compute, on the tensor cores (1-2 rows of wide groups go to
+// affine_direct_gemv.cu instead). How codes and x enter the mma:
+// affine_mma.h.
 //
 // A block is 8 warps (4 where x takes much room: Layout); the grid is as
 // many blocks as are resident at once, each going through tiles of 16
@@ -113,7 +114,7 @@ struct XChunk {
 // multiprocessor.
 template <int XRows>
 struct Rows {
-  static constexpr int kTiles = XRows > 8 ? 2 : 1, kCols = 8 * kTiles, kStages = 3;
+  static constexpr int kTiles = XRows > 8 ? 2 : 1, kCols = 8 * kTiles, kStages = XRows <= 2 ? 4 : 3;
 };
 
 template <int Bits, int Group, int XRows, int Warps>
@@ -134,7 +135,7 @@ struct Layout {
   static constexpr int kWarps = 2 * (sizeof(SharedMemory<Bits, Group, XRows, 8>) + 1024) <= 228 * 1024 ? 8 : 4;
   static constexpr size_t kSharedBytes = sizeof(SharedMemory<Bits, Group, XRows, kWarps>);
 };
-static_assert(Layout<4, 64, 16>::kWarps == 4 && Layout<8, 64, 16>::kWarps == 8,
+static_assert(Layout<4, 64, 2>::kWarps == 8 && Layout<4, 64, 16>::kWarps == 4 && Layout<8, 64, 16>::kWarps == 8,
               "the layouts measured in bench/RESULTS.md");
 
 // Where a lane's copies and parameter loads for one tile come from: the
@@ -512,7 +513,8 @@ void CudaBackend::affine_mma_gemv(const float* x, int64_t M, int64_t K,
         const dim3 grid(unsigned(std::min(tiles, slots)));
         launch("matmul: quantized gemv (tensor cores)", kernel, grid, block, bytes, args, x, int(M), K);
       };
-      if (M <= 8) run(std::integral_constant<int, 8>{});
+      if (M <= 2) run(std::integral_constant<int, 2>{});
+      else if (M <= 8) run(std::integral_constant<int, 8>{});
       else run(std::integral_constant<int, 16>{});
     };
     if (q.bits == 4) go(std::integral_constant<int, 4>{});

@@ -223,11 +223,12 @@ class CudaBackend final : public Backend {
   // targets of one code width and group size.
   static bool affine_mma_suits(int64_t M, const Tensor& w, bool bf16_inputs);
   void affine_mma_gemv(const float* x, int64_t M, int64_t K, std::span<const MatmulTarget* const> targets);
-  // The same for 1-2 rows of x, codes loaded straight into registers
-  // (affine_direct_gemv.cu): whether it takes M rows of K (x is staged whole
-  // in shared memory), and one launch, whose targets also share the dtype
-  // of their scales.
-  static bool affine_direct_suits(int64_t M, int64_t K, int bits);
+  // The same for 1-2 rows of x over groups of 8-bit codes of 64 or more, or
+  // 4-bit codes of 128, codes loaded straight into registers
+  // (affine_direct_gemv.cu): whether it takes M rows of K (x is staged
+  // whole in shared memory), and one launch, whose targets also share the
+  // dtype of their scales.
+  static bool affine_direct_suits(int64_t M, int64_t K, int bits, int group);
   void affine_direct_gemv(const float* x, int64_t M, int64_t K, std::span<const MatmulTarget* const> targets);
   void affine_panels(const MatmulTarget& t, int64_t M, int64_t K, const void* xs, bool bf16_inputs);
   // out[i] = the dequantized row ids[i] (device ids) of a quantized table.
