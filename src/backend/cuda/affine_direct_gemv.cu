@@ -25,7 +25,6 @@
 // its loads run on across the end of a tile into the next, and the warps'
 // sums of a tile meet in shared memory (double-buffered: one barrier a tile).
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 #include <type_traits>
 
@@ -61,8 +60,8 @@ struct Shape {
   // Steps a lane has loaded ahead: about 64 registers of codes and
   // parameters (two blocks a multiprocessor), at least two steps so that one
   // is in flight while one is multiplied. The bytes in flight set this
-  // kernel's pace: 32 registers and three blocks were 9% slower at 4 bits
-  // and 2% at 8 (bench/RESULTS.md).
+  // kernel's pace: half the registers in three blocks were 2% slower at 8
+  // bits in groups of 64 and 9% at 4 bits in groups of 64 (bench/RESULTS.md).
   static constexpr int kAhead = std::max(2, 64 / (2 * kLaneWords + 4));
 };
 
@@ -86,21 +85,16 @@ struct SharedLayout {
   }
 };
 
-// N words from p (4·N-byte aligned), past L1: codes are read once.
+// N words from p (16-byte aligned; N a multiple of 4: every group this
+// kernel takes), past L1: codes are read once.
 template <int N>
 __device__ __forceinline__ void load_codes(const uint32_t* p, uint32_t (&w)[N]) {
-  if constexpr (N % 4 == 0) {
+  static_assert(N % 4 == 0);
 #pragma unroll
-    for (int i = 0; i < N; i += 4)
-      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(w[i]), "=r"(w[i + 1]), "=r"(w[i + 2]), "=r"(w[i + 3])
-                   : "l"(p + i));
-  } else if constexpr (N == 2) {
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
-  } else {
-    static_assert(N == 1);
-    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
-  }
+  for (int i = 0; i < N; i += 4)
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(w[i]), "=r"(w[i + 1]), "=r"(w[i + 2]), "=r"(w[i + 3])
+                 : "l"(p + i));
 }
 
 // One step's loads: a lane's words of the group in rows g and g + 8, and
