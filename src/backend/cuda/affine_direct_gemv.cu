@@ -25,7 +25,7 @@
 // its loads run on across the end of a tile into the next, and the warps'
 // sums of a tile meet in shared memory (double-buffered: one barrier a tile).
 #include <algorithm>
-#include <mutex>
+#include <atomic>
 #include <type_traits>
 
 #include "backend/cuda/affine_launch.h"
@@ -50,13 +50,23 @@ using affine::times16;
 constexpr int kTileRows = 16;  // weight rows per tile: the mma's M
 constexpr int kWarps = 8;
 constexpr int kMaxRows = 2;  // rows of x
+// Blocks a multiprocessor: the registers asked of the compiler
+// (__launch_bounds__) and the shared memory a block may take
+// (kMaxSharedBytes) both leave room for this many, so the grid is this many
+// times the multiprocessors.
+constexpr int kBlocksPerSm = 2;
+// 228 KiB of shared memory on Hopper, 1 KiB of it reserved a block.
+constexpr int64_t kMaxSharedBytes = 228 * 1024 / kBlocksPerSm - 1024;
+
+// x of one word of codes, rounded and paired: 4 pairs (uint4) at 4 bits, 2
+// (uint2) at 8.
+template <int Bits>
+using XPiece = std::conditional_t<Bits == 4, uint4, uint2>;
 
 template <int Bits, int Group>
 struct Shape {
   static constexpr int kGroupWords = Group * Bits / 32;  // a row's words of a group
   static constexpr int kLaneWords = kGroupWords / 4;     // lane t's quarter of them
-  // x of one word, rounded and paired: 4 pairs (uint4) at 4 bits, 2 (uint2) at 8.
-  using XPiece = std::conditional_t<Bits == 4, uint4, uint2>;
   // Steps a lane has loaded ahead: about 64 registers of codes and
   // parameters (two blocks a multiprocessor), at least two steps so that one
   // is in flight while one is multiplied. The bytes in flight set this
@@ -76,10 +86,9 @@ __host__ __device__ constexpr int64_t x_row_pieces(int64_t K) {
 // rows 0 and 1), then the warps' sums of a tile (two buffers).
 template <int Bits>
 struct SharedLayout {
-  using Piece = std::conditional_t<Bits == 4, uint4, uint2>;
   int64_t sums_at, partial_at, bytes;
   __host__ __device__ SharedLayout(int64_t K, int64_t groups, int M) {
-    sums_at = (M * x_row_pieces<Bits>(K) * int64_t(sizeof(Piece)) + 15) / 16 * 16;
+    sums_at = (M * x_row_pieces<Bits>(K) * int64_t(sizeof(XPiece<Bits>)) + 15) / 16 * 16;
     partial_at = sums_at + groups * 8;
     bytes = partial_at + 2 * kWarps * kTileRows * kMaxRows * 4;
   }
@@ -155,8 +164,7 @@ __device__ __forceinline__ void load_step(StepLoads<Bits, Group>& s, const TileS
 // together (x is in L2: one wait a batch, not a pass). Every lane of a warp
 // runs every pass (the sums meet by shuffles).
 template <int Bits, int Group>
-__device__ void stage_x(const float* __restrict__ x, int M, int64_t K, typename Shape<Bits, Group>::XPiece* xs,
-                        float2* sums) {
+__device__ void stage_x(const float* __restrict__ x, int M, int64_t K, XPiece<Bits>* xs, float2* sums) {
   constexpr int kValues = 8, kLanesPerGroup = Group / kValues, kBatch = 2;
   const int64_t per_row = K / kValues, total = M * per_row, row_pieces = x_row_pieces<Bits>(K);
   for (int64_t batch = 0; batch < total; batch += kBatch * blockDim.x) {
@@ -202,15 +210,15 @@ __device__ void stage_x(const float* __restrict__ x, int M, int64_t K, typename 
 }
 
 template <int Bits, int Group, bool Bf16Params>
-__global__ void __launch_bounds__(32 * kWarps, 2)
+__global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
     affine_direct_gemv_kernel(const __grid_constant__ Launch launch, const float* __restrict__ x, int M, int64_t K) {
   using S = Shape<Bits, Group>;
-  using XPiece = typename S::XPiece;
+  using X = XPiece<Bits>;
   constexpr int LW = S::kLaneWords, Ahead = S::kAhead;
   extern __shared__ uint4 shared_words[];
   const int64_t groups = K / Group, row_words = K * Bits / 32, row_pieces = x_row_pieces<Bits>(K);
   const SharedLayout<Bits> layout(K, groups, M);
-  auto* xs = reinterpret_cast<XPiece*>(shared_words);
+  auto* xs = reinterpret_cast<X*>(shared_words);
   auto* sums = reinterpret_cast<float2*>(reinterpret_cast<char*>(shared_words) + layout.sums_at);
   auto* partial = reinterpret_cast<float(*)[kWarps][kTileRows][kMaxRows]>(reinterpret_cast<char*>(shared_words) +
                                                                            layout.partial_at);
@@ -248,7 +256,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
 
   // This lane's x row (lanes past M multiply zeros) from its quarter t of
   // each group on.
-  const XPiece* xrow = xs + (g < M ? g : 0) * row_pieces + t * LW;
+  const X* xrow = xs + (g < M ? g : 0) * row_pieces + t * LW;
   const bool has_x = g < M;
   float acc[4] = {};
   int tile = 0, chunk = 0;
@@ -287,7 +295,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
       float part[4] = {};
 #pragma unroll
       for (int j = 0; j < LW; ++j) {
-        XPiece v{};
+        X v{};
         if (has_x) v = xrow[group * S::kGroupWords + j];
         uint32_t b[2][2];
         if constexpr (Bits == 4)
@@ -302,6 +310,8 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
         }
       }
       // C holds rows g, g + 8 (of the weight tile) × rows 2t, 2t + 1 of x.
+      // src.params is the load side's, which may be a tile ahead: a launch's
+      // outputs share one dtype of scales (affine_direct_gemv checks).
       const float sa = param_float<Bf16Params>(s.scale_a, src.params),
                   sb = param_float<Bf16Params>(s.scale_b, src.params);
       const float ba = fmaf(-kCodeOffset<Bits>, sa, param_float<Bf16Params>(s.bias_a, src.params));
@@ -321,10 +331,6 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
     while (tile < my_tiles) finish_tile();
 }
 
-// Bytes of shared memory one block of this GEMV may take: room for two a
-// multiprocessor, 1 KiB of each reserved (228 KiB on Hopper).
-constexpr int64_t kMaxSharedBytes = 113 * 1024;
-
 }  // namespace
 
 bool CudaBackend::affine_direct_suits(int64_t M, int64_t K, int bits, int group) {
@@ -334,7 +340,9 @@ bool CudaBackend::affine_direct_suits(int64_t M, int64_t K, int bits, int group)
   // against 194), with more this one (4-bit groups of 128 362 against 324,
   // 8-bit groups of 64 256 against 215).
   if (M < 1 || M > kMaxRows || (bits != 4 && bits != 8) || bits * group < 512) return false;
-  return SharedLayout<4>(K, K / 32, int(M)).bytes <= kMaxSharedBytes;  // the same bytes at 8 bits
+  const int64_t bytes =
+      bits == 4 ? SharedLayout<4>(K, K / group, int(M)).bytes : SharedLayout<8>(K, K / group, int(M)).bytes;
+  return bytes <= kMaxSharedBytes;
 }
 
 void CudaBackend::affine_direct_gemv(const float* x, int64_t M, int64_t K,
@@ -357,30 +365,21 @@ void CudaBackend::affine_direct_gemv(const float* x, int64_t M, int64_t K,
     affine::add_output(args, *t, kTileRows);
   }
   const int64_t tiles = args.first_block[args.count];
-  // The blocks resident on a multiprocessor at this much shared memory are
-  // found once per kernel, device and size (asked of the runtime: registers
-  // limit them too).
   const auto go = [&]<int Bits, int G, bool Bf16Params>(std::integral_constant<int, Bits>, std::integral_constant<int, G>,
                                                         std::bool_constant<Bf16Params>) {
     const auto kernel = affine_direct_gemv_kernel<Bits, G, Bf16Params>;
     const size_t bytes = size_t(SharedLayout<Bits>(K, K / G, int(M)).bytes);
-    static std::mutex mutex;
-    static std::vector<std::tuple<int, size_t, int>> resident;  // device, bytes, blocks
-    int fit = 0;
-    {
-      std::lock_guard lock(mutex);
-      for (const auto& [device, b, n] : resident)
-        if (device == ctx_->device && b == bytes) fit = n;
-      if (fit == 0) {
-        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSharedBytes)),
-                   "matmul: quantized gemv (direct)");
-        check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, 32 * kWarps, bytes),
-                   "matmul: quantized gemv (direct)");
-        fit = std::max(fit, 1);
-        resident.emplace_back(ctx_->device, bytes, fit);
-      }
+    // Past 48 KiB a kernel must ask for its shared memory, once on each device.
+    // (Set before the flag: a launch on another thread that sees the flag
+    // finds the attribute set; two that both set it set the same value.)
+    static std::atomic<bool> asked[64];
+    std::atomic<bool>& done = asked[ctx_->device % 64];
+    if (!done.load(std::memory_order_acquire)) {
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSharedBytes)),
+                 "matmul: quantized gemv (direct)");
+      done.store(true, std::memory_order_release);
     }
-    const dim3 grid(unsigned(std::min<int64_t>(tiles, int64_t(fit) * ctx_->sm_count)));
+    const dim3 grid(unsigned(std::min<int64_t>(tiles, int64_t(kBlocksPerSm) * ctx_->sm_count)));
     launch("matmul: quantized gemv (direct)", kernel, grid, dim3(32 * kWarps), bytes, args, x, int(M), K);
   };
   const auto with_params = [&](auto bits, auto group) {
