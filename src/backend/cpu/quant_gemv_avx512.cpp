@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <vector>
 
 #include "backend/cpu/codes_avx512.h"
@@ -41,54 +42,74 @@ inline float code_center(int bits, bool bf16_planes) {
   return float(1 << (bits - 1));
 }
 
-// One row's scales widened, padded for a 16-lane load; per thread, kept.
-inline std::vector<float>& row_scales_scratch(const QuantMatmulArgs& a) {
+// `rows` rows' scales widened, each padded for a 16-lane load; per thread, kept.
+inline std::vector<float>& row_scales_scratch(const QuantMatmulArgs& a, int rows = 1) {
   thread_local std::vector<float> scales;
-  scales.resize(size_t(a.K / a.group + 16));
+  scales.resize(size_t(rows) * size_t(a.K / a.group + 16));
   return scales;
 }
 
-// Block b of a row's code words (16 of them), the stream ahead asked for.
-inline __m512i load_block(const uint32_t* words) {
-  _mm_prefetch(reinterpret_cast<const char*>(words) + kPrefetchBytes, _MM_HINT_T0);
-  return _mm512_loadu_si512(words);
+// Block b (16 code words) of weight rows [n, n + NR). The rows lie end to end,
+// so the tile is one run of bytes: each block asks for its NR lines of that
+// run kPrefetchBytes ahead, one ascending stream (a line per row at the same
+// place in each would be NR short streams, which measured slower).
+template <int NR>
+inline void load_blocks(const uint32_t* tile, int64_t words, int64_t b, __m512i (&w)[NR]) {
+  for (int i = 0; i < NR; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(tile) + kPrefetchBytes + (b * NR + i) * 64, _MM_HINT_T0);
+    w[i] = _mm512_loadu_si512(tile + i * words + b * 16);
+    // Kept in a register: the compiler would fold the load into each plane's
+    // shift, loading the same line once a plane.
+    asm("" : "+v"(w[i]));
+  }
 }
 
-// Rows [m0, m0 + R) of x against weight row n, f32 x. Per block of 16 words,
-// plane j holds code j of every word (lane l: value l·P + j of the block).
-// (Several weight rows at a time, sharing x's planes, measured slower: more
-// concurrent streams, more registers.)
-template <int BITS, int R>
-void tile_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scales, __m512i scale_lane,
-              __m512 (&acc)[R]) {
+// Rows [m0, m0 + R) of x against weight rows [n, n + NR), f32 x. Per block of
+// 16 words, plane j holds code j of every word (lane l: value l·P + j of the
+// block). scales holds each weight row's widened scales, `stride` apart.
+template <int BITS, int R, int NR>
+void tile_f32(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scales, int64_t stride,
+              __m512i scale_lane, __m512 (&acc)[NR][R]) {
   constexpr int P = 32 / BITS;    // codes per word, planes per block
   constexpr int64_t VB = 16 * P;  // values per block
   const float* x = static_cast<const float*>(a.x_planes);
   const int64_t words = a.K / P;
   const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
   const __m512 center = _mm512_set1_ps(code_center(BITS, false));
+  const int group_shift = std::countr_zero(unsigned(a.group));  // a power of two: no division a block
+  // In registers while the loop runs: acc may alias the scales it loads.
+  __m512 sum[NR][R];
+  for (int i = 0; i < NR; ++i)
+    for (int r = 0; r < R; ++r) sum[i][r] = acc[i][r];
   for (int64_t b = 0; b < a.K / VB; ++b) {
-    const __m512i w = load_block(a.codes + n * words + b * 16);
-    __m512 part[R];
-    for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
-    for (int j = 0; j < P; ++j) {
-      const __m512 q = _mm512_sub_ps(
-          _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(w, unsigned(j * BITS)), mask)), center);
-      for (int r = 0; r < R; ++r)
-        part[r] = _mm512_fmadd_ps(q, _mm512_loadu_ps(x + (m0 + r) * a.K + b * VB + j * 16), part[r]);
-    }
+    __m512i w[NR];
+    load_blocks(a.codes + n * words, words, b, w);
+    __m512 part[NR][R];
+    for (int i = 0; i < NR; ++i)
+      for (int r = 0; r < R; ++r) part[i][r] = _mm512_setzero_ps();
+    for (int j = 0; j < P; ++j)
+      for (int i = 0; i < NR; ++i) {
+        const __m512 q = _mm512_sub_ps(
+            _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(w[i], unsigned(j * BITS)), mask)), center);
+        for (int r = 0; r < R; ++r)
+          part[i][r] = _mm512_fmadd_ps(q, _mm512_loadu_ps(x + (m0 + r) * a.K + b * VB + j * 16), part[i][r]);
+      }
     // Lane l covers values [b·VB + l·P, + P): one group each.
-    const __m512 s = _mm512_permutexvar_ps(scale_lane, _mm512_loadu_ps(scales + b * VB / a.group));
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], s, acc[r]);
+    for (int i = 0; i < NR; ++i) {
+      const __m512 s = _mm512_permutexvar_ps(scale_lane, _mm512_loadu_ps(scales + i * stride + (b * VB >> group_shift)));
+      for (int r = 0; r < R; ++r) sum[i][r] = _mm512_fmadd_ps(part[i][r], s, sum[i][r]);
+    }
   }
+  for (int i = 0; i < NR; ++i)
+    for (int r = 0; r < R; ++r) acc[i][r] = sum[i][r];
 }
 
 // The same with bf16 x: 16-bit lanes, each sub-code looked up as its bf16
 // value and multiplied in pairs (vdpbf16ps); f32 lane i sums half-words 2i and
 // 2i + 1, which again cover values [b·VB + i·32/bits, + 32/bits).
-template <int BITS, int R>
-void tile_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scales, __m512i scale_lane,
-               __m512 (&acc)[R]) {
+template <int BITS, int R, int NR>
+void tile_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* scales, int64_t stride,
+               __m512i scale_lane, __m512 (&acc)[NR][R]) {
   using H = HalfWordPlanes<BITS>;
   constexpr int64_t VB = 512 / BITS;
   const int64_t per_row = quant_gemv_plane_elements(BITS, a.K, true), words = a.K * BITS / 32;
@@ -103,19 +124,31 @@ void tile_bf16(const QuantMatmulArgs& a, int64_t n, int64_t m0, const float* sca
   };
   static const Values values;
   const __m512i table = _mm512_load_si512(values.v);
+  const int group_shift = std::countr_zero(unsigned(a.group));  // a power of two: no division a block
+  // In registers while the loop runs: acc may alias the scales it loads.
+  __m512 sum[NR][R];
+  for (int i = 0; i < NR; ++i)
+    for (int r = 0; r < R; ++r) sum[i][r] = acc[i][r];
   for (int64_t b = 0; b < a.K / VB; ++b) {
-    const __m512i w = load_block(a.codes + n * words + b * 16);
-    __m512 part[R];
-    for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
-    for (int j = 0; j < H::count; ++j) {
-      const __m512bh q = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, unsigned(j * H::W)), table);
-      for (int r = 0; r < R; ++r)
-        part[r] = _mm512_dpbf16_ps(
-            part[r], q, (__m512bh)_mm512_loadu_si512(x + (m0 + r) * per_row + (b * H::count + j) * 32));
+    __m512i w[NR];
+    load_blocks(a.codes + n * words, words, b, w);
+    __m512 part[NR][R];
+    for (int i = 0; i < NR; ++i)
+      for (int r = 0; r < R; ++r) part[i][r] = _mm512_setzero_ps();
+    for (int j = 0; j < H::count; ++j)
+      for (int i = 0; i < NR; ++i) {
+        const __m512bh q = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w[i], unsigned(j * H::W)), table);
+        for (int r = 0; r < R; ++r)
+          part[i][r] = _mm512_dpbf16_ps(
+              part[i][r], q, (__m512bh)_mm512_loadu_si512(x + (m0 + r) * per_row + (b * H::count + j) * 32));
+      }
+    for (int i = 0; i < NR; ++i) {
+      const __m512 s = _mm512_permutexvar_ps(scale_lane, _mm512_loadu_ps(scales + i * stride + (b * VB >> group_shift)));
+      for (int r = 0; r < R; ++r) sum[i][r] = _mm512_fmadd_ps(part[i][r], s, sum[i][r]);
     }
-    const __m512 s = _mm512_permutexvar_ps(scale_lane, _mm512_loadu_ps(scales + b * VB / a.group));
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], s, acc[r]);
   }
+  for (int i = 0; i < NR; ++i)
+    for (int r = 0; r < R; ++r) acc[i][r] = sum[i][r];
 }
 
 // The start of weight row n against rows [m0, m0 + R) of x: its scales
@@ -146,30 +179,45 @@ void start_row(const QuantMatmulArgs& a, int64_t n, int64_t m0, float center, fl
   }
 }
 
-// Rows [m0, m0 + R) of x against weight row n.
-template <int BITS, int R, DType PD>
-void rows_against(const QuantMatmulArgs& a, int64_t n, int64_t m0, __m512i scale_lane, float* scales) {
-  __m512 acc[R];
-  start_row<R, PD>(a, n, m0, code_center(BITS, a.bf16_planes), scales, acc);
-  if (a.bf16_planes) tile_bf16<BITS, R>(a, n, m0, scales, scale_lane, acc);
-  else tile_f32<BITS, R>(a, n, m0, scales, scale_lane, acc);
-  for (int r = 0; r < R; ++r)
-    a.y[(m0 + r) * a.N + n] = _mm512_reduce_add_ps(acc[r]) + (a.bias ? a.bias[n] : 0.0f);
+// Rows [m0, m0 + R) of x against weight rows [n, n + NR): with one row of x,
+// several weight rows at once keep independent sums in flight (one row's
+// chain of products, scaling and final reduction is longer than the
+// out-of-order window would overlap with the next row's), and share each
+// load of x. scales holds NR rows of widened scales, `stride` apart.
+template <int BITS, int R, int NR, DType PD>
+void rows_against(const QuantMatmulArgs& a, int64_t n, int64_t m0, __m512i scale_lane, float* scales,
+                  int64_t stride) {
+  __m512 acc[NR][R];
+  for (int i = 0; i < NR; ++i)
+    start_row<R, PD>(a, n + i, m0, code_center(BITS, a.bf16_planes), scales + i * stride, acc[i]);
+  if (a.bf16_planes) tile_bf16<BITS, R, NR>(a, n, m0, scales, stride, scale_lane, acc);
+  else tile_f32<BITS, R, NR>(a, n, m0, scales, stride, scale_lane, acc);
+  for (int i = 0; i < NR; ++i)
+    for (int r = 0; r < R; ++r)
+      a.y[(m0 + r) * a.N + n + i] = _mm512_reduce_add_ps(acc[i][r]) + (a.bias ? a.bias[n + i] : 0.0f);
 }
 
 template <int BITS, DType PD>
 void gemv(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   constexpr int per_lane = 32 / BITS;  // consecutive values an f32 lane covers
+  constexpr int kRows = 4;  // weight rows at a time for rows of x left over from tiles of 4
   // Lane l's group, counted from the block's first group (a block holds whole
   // groups, or lies inside one).
   alignas(64) int32_t lane_group[16];
   for (int l = 0; l < 16; ++l) lane_group[l] = int32_t(l * per_lane / a.group);
   const __m512i scale_lane = _mm512_load_si512(lane_group);
-  std::vector<float>& scales = row_scales_scratch(a);
-  for (int64_t n = n0; n < n1; ++n) {
-    int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) rows_against<BITS, 4, PD>(a, n, m, scale_lane, scales.data());
-    for (; m < a.M; ++m) rows_against<BITS, 1, PD>(a, n, m, scale_lane, scales.data());
+  const int64_t stride = a.K / a.group + 16;
+  std::vector<float>& scales = row_scales_scratch(a, kRows);
+  for (int64_t n = n0; n < n1;) {
+    const int64_t rows = n + kRows <= n1 ? kRows : 1;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t m = 0; m + 4 <= a.M; m += 4)
+        rows_against<BITS, 4, 1, PD>(a, n + i, m, scale_lane, scales.data(), stride);
+    for (int64_t m = a.M / 4 * 4; m < a.M; ++m) {
+      if (rows == kRows) rows_against<BITS, 1, kRows, PD>(a, n, m, scale_lane, scales.data(), stride);
+      else rows_against<BITS, 1, 1, PD>(a, n, m, scale_lane, scales.data(), stride);
+    }
+    n += rows;
   }
 }
 
