@@ -305,43 +305,65 @@ struct PairCodes {
   }
 };
 
-template <int BITS, int R, DType PD>
+// Rows [m0, m0 + R) of x against weight rows [n, n + NR) (as rows_against:
+// with one row of x, NR rows' sums in flight and each load of x shared).
+// scales holds NR rows of widened scales, `stride` apart.
+template <int BITS, int R, int NR, DType PD>
 __attribute__((target("avx512vbmi"))) void rows_pairs(const QuantMatmulArgs& a, int64_t n, int64_t m0,
-                                                      const PairCodes<BITS>& c, float* scales) {
+                                                      const PairCodes<BITS>& c, float* scales, int64_t stride) {
   constexpr int64_t kChunkBytes = 4 * BITS;  // 32 codes
   const int64_t groups = a.K / a.group, row_bytes = a.K * BITS / 8;
-  const uint8_t* row = reinterpret_cast<const uint8_t*>(a.codes) + n * row_bytes;
+  const uint8_t* tile = reinterpret_cast<const uint8_t*>(a.codes) + n * row_bytes;
   const __mmask64 chunk = (__mmask64(1) << kChunkBytes) - 1;  // the load never leaves the row
-  __m512 acc[R];
-  start_row<R, PD>(a, n, m0, code_center(BITS, false), scales, acc);
+  __m512 acc[NR][R];
+  for (int j = 0; j < NR; ++j)
+    start_row<R, PD>(a, n + j, m0, code_center(BITS, false), scales + j * stride, acc[j]);
   for (int64_t g = 0; g < groups; ++g) {
-    __m512 part[R];
-    for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
+    __m512 part[NR][R];
+    for (int j = 0; j < NR; ++j)
+      for (int r = 0; r < R; ++r) part[j][r] = _mm512_setzero_ps();
     for (int64_t i = g * a.group; i < (g + 1) * a.group; i += 32) {
-      const uint8_t* at = row + i / 32 * kChunkBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(at) + kPrefetchBytes, _MM_HINT_T0);
-      const __m512i bytes = _mm512_maskz_loadu_epi8(chunk, at);
-      const __m512i codes = _mm512_srlv_epi16(_mm512_permutexvar_epi8(c.picks, bytes), c.shifts);
-      __m512i q;
-      if constexpr (BITS == 6) q = _mm512_permutex2var_epi16(c.lo, codes, c.hi);
-      else q = _mm512_permutexvar_epi16(codes, c.lo);
-      for (int r = 0; r < R; ++r)
-        part[r] = _mm512_dpbf16_ps(part[r], (__m512bh)q, (__m512bh)_mm512_loadu_si512(a.xb + (m0 + r) * a.K + i));
+      __m512bh xv[R];
+      for (int r = 0; r < R; ++r) xv[r] = (__m512bh)_mm512_loadu_si512(a.xb + (m0 + r) * a.K + i);
+      const int64_t at = i / 32 * kChunkBytes;
+      for (int j = 0; j < NR; ++j) {
+        // The NR rows lie end to end: ask for the run they make, one line
+        // each, as far ahead as load_blocks does.
+        _mm_prefetch(reinterpret_cast<const char*>(tile) + kPrefetchBytes + (at * NR + j * kChunkBytes),
+                     _MM_HINT_T0);
+        const __m512i bytes = _mm512_maskz_loadu_epi8(chunk, tile + j * row_bytes + at);
+        const __m512i codes = _mm512_srlv_epi16(_mm512_permutexvar_epi8(c.picks, bytes), c.shifts);
+        __m512i q;
+        if constexpr (BITS == 6) q = _mm512_permutex2var_epi16(c.lo, codes, c.hi);
+        else q = _mm512_permutexvar_epi16(codes, c.lo);
+        for (int r = 0; r < R; ++r) part[j][r] = _mm512_dpbf16_ps(part[j][r], (__m512bh)q, xv[r]);
+      }
     }
-    const __m512 s = _mm512_set1_ps(scales[g]);
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], s, acc[r]);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 s = _mm512_set1_ps(scales[j * stride + g]);
+      for (int r = 0; r < R; ++r) acc[j][r] = _mm512_fmadd_ps(part[j][r], s, acc[j][r]);
+    }
   }
-  for (int r = 0; r < R; ++r) a.y[(m0 + r) * a.N + n] = _mm512_reduce_add_ps(acc[r]) + (a.bias ? a.bias[n] : 0.0f);
+  for (int j = 0; j < NR; ++j)
+    for (int r = 0; r < R; ++r)
+      a.y[(m0 + r) * a.N + n + j] = _mm512_reduce_add_ps(acc[j][r]) + (a.bias ? a.bias[n + j] : 0.0f);
 }
 
 template <int BITS, DType PD>
 void gemv_pairs(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
-  std::vector<float>& scales = row_scales_scratch(a);
+  constexpr int kRows = 4;  // weight rows at a time for rows of x left over from tiles of 4
+  const int64_t stride = a.K / a.group + 16;
+  std::vector<float>& scales = row_scales_scratch(a, kRows);
   static const PairCodes<BITS> codes;
-  for (int64_t n = n0; n < n1; ++n) {
-    int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) rows_pairs<BITS, 4, PD>(a, n, m, codes, scales.data());
-    for (; m < a.M; ++m) rows_pairs<BITS, 1, PD>(a, n, m, codes, scales.data());
+  for (int64_t n = n0; n < n1;) {
+    const int64_t rows = n + kRows <= n1 ? kRows : 1;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t m = 0; m + 4 <= a.M; m += 4) rows_pairs<BITS, 4, 1, PD>(a, n + i, m, codes, scales.data(), stride);
+    for (int64_t m = a.M / 4 * 4; m < a.M; ++m) {
+      if (rows == kRows) rows_pairs<BITS, 1, kRows, PD>(a, n, m, codes, scales.data(), stride);
+      else rows_pairs<BITS, 1, 1, PD>(a, n, m, codes, scales.data(), stride);
+    }
+    n += rows;
   }
 }
 
