@@ -193,7 +193,7 @@ TEST(QuantizedMatmul, EveryPathMatchesTheDequantizedProduct) {
   auto backend = make_cpu_backend();
   for (int bits : kBits)
     for (int group : kGroups)
-      for (int64_t m : {1, 3, 16, 17, 40}) {
+      for (int64_t m : {1, 3, 16, 17, 40, 101}) {
         const DType params = m == 3 ? DType::f16 : m == 17 ? DType::f32 : DType::bf16;
         const int64_t n = 40, k = 512;
         const KnownAffine w = known_affine(n, k, bits, group, params, rng);
