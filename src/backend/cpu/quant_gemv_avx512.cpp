@@ -42,10 +42,13 @@ inline float code_center(int bits, bool bf16_planes) {
   return float(1 << (bits - 1));
 }
 
-// `rows` rows' scales widened, each padded for a 16-lane load; per thread, kept.
+// Floats from one row's widened scales to the next: padded for a 16-lane load.
+inline int64_t scale_row_stride(const QuantMatmulArgs& a) { return a.K / a.group + 16; }
+
+// `rows` rows' scales widened, scale_row_stride apart; per thread, kept.
 inline std::vector<float>& row_scales_scratch(const QuantMatmulArgs& a, int rows = 1) {
   thread_local std::vector<float> scales;
-  scales.resize(size_t(rows) * size_t(a.K / a.group + 16));
+  scales.resize(size_t(rows) * size_t(scale_row_stride(a)));
   return scales;
 }
 
@@ -206,7 +209,7 @@ void gemv(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   alignas(64) int32_t lane_group[16];
   for (int l = 0; l < 16; ++l) lane_group[l] = int32_t(l * per_lane / a.group);
   const __m512i scale_lane = _mm512_load_si512(lane_group);
-  const int64_t stride = a.K / a.group + 16;
+  const int64_t stride = scale_row_stride(a);
   std::vector<float>& scales = row_scales_scratch(a, kRows);
   for (int64_t n = n0; n < n1;) {
     const int64_t rows = n + kRows <= n1 ? kRows : 1;
@@ -352,7 +355,7 @@ __attribute__((target("avx512vbmi"))) void rows_pairs(const QuantMatmulArgs& a, 
 template <int BITS, DType PD>
 void gemv_pairs(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   constexpr int kRows = 4;  // weight rows at a time for rows of x left over from tiles of 4
-  const int64_t stride = a.K / a.group + 16;
+  const int64_t stride = scale_row_stride(a);
   std::vector<float>& scales = row_scales_scratch(a, kRows);
   static const PairCodes<BITS> codes;
   for (int64_t n = n0; n < n1;) {
