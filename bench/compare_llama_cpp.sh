@@ -19,7 +19,9 @@
 #
 # Environment: MODEL (HF folder), TOKENIZER (folder with tokenizer.json, default the
 # fetched Qwen3 one), FORMATS (default "bf16 q8 q4"), PROMPT (512), GEN (64), REPS (3),
-# ROUNDS (2), WORK (default /tmp/fathom-vs-llama), FATHOM (build/fathom).
+# ROUNDS (2), WORK (default /tmp/fathom-vs-llama), FATHOM (build/fathom), PYTHON (/usr/bin/python3,
+# with numpy), LLAMA_CPP_DIR (a tree with build/bin/llama-bench and llama-quantize is used as
+# it is: scripts/host_bench.sh carries such a build to a machine without a compiler).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 llama=${LLAMA_CPP_DIR:-$PWD/.cache/llama.cpp}
@@ -31,7 +33,7 @@ gen=${GEN:-64}
 reps=${REPS:-3}
 rounds=${ROUNDS:-2}
 formats=${FORMATS:-bf16 q8 q4}
-py=/usr/bin/python3
+py=${PYTHON:-/usr/bin/python3}
 mkdir -p "$work"
 
 if [ ! -x "$llama/build/bin/llama-bench" ] || [ ! -x "$llama/build/bin/llama-quantize" ]; then

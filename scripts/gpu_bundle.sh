@@ -35,7 +35,7 @@ case "$what" in
       tests/parity/device_parity_test.cpp tests/parity/device_memory_test.cpp -o "$stage/gpu_tests" "${libs[@]}" "${cuda[@]}" -lgtest_main -lgtest \
       "${static[@]}" ;;
   bench)
-    g++ -O2 -std=c++20 -Isrc bench/bench_only_main.cpp src/cli/cmd_bench.cpp src/cli/common_options.cpp \
+    g++ -O2 -std=c++20 -Isrc bench/bench_only_main.cpp src/cli/cmd_bench.cpp src/cli/cmd_quantize.cpp src/cli/common_options.cpp \
       src/cli/speculation_options.cpp -o "$stage/fathom_bench" "${libs[@]}" "${cuda[@]}" "${static[@]}" ;;
   server)
     ninja -C "$build" fathom >/dev/null

@@ -4,10 +4,14 @@
 # decode with AMX on and off at 1–16 threads (interleaved), then ggml's bf16
 # matmuls beside fathom's when the bundle has the harness. Needs
 # .device/host.tar.xz from scripts/host_bundle.sh.
-#   scripts/host_bench.sh [part...]   parts: tests gemm speed ggml (default: all)
+# `quant`: quantized prefill (q8 and q4 g64 folders `fathom quantize` makes of the
+# same random model) with AMX on and off. `llama`: bench/compare_llama_cpp.sh, fathom
+# and llama.cpp interleaved on the same weights, when .device/llama-host.tar.xz is
+# there (scripts/host_bundle.sh with LLAMA_HOST_BUILD), one run per thread count and format.
+#   scripts/host_bench.sh [part...]   parts: tests gemm speed ggml quant llama (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-parts=${*:-tests gemm speed ggml}
+parts=${*:-tests gemm speed ggml quant llama}
 THREADS=${THREADS:-"1 2 4 8 16"}
 bin=/tmp/fathom-host
 mkdir -p "$bin" && tar xJf .device/host.tar.xz -C "$bin"
@@ -28,10 +32,12 @@ if has gemm; then
   echo "== GEMM kernels"
   for t in $THREADS; do "$bin/gemm_throughput" "$t" 3; done
 fi
+fields() { tr -d ' \n' | grep -o '"\(backend\|decode_tok_s\|prefill_tok_s\)":[^,}]*' | tr '\n' ' '; }
+if has speed || has quant; then
+  [ -f /tmp/model/config.json ] || python3 scripts/make_random_model.py --shape qwen3-0.6b --out /tmp/model >/dev/null
+fi
 if has speed; then
   echo "== fathom bench, qwen3-0.6b shape, random bf16 weights: prefill (medians of 3) and decode at depth 512"
-  python3 scripts/make_random_model.py --shape qwen3-0.6b --out /tmp/model >/dev/null
-  fields() { tr -d ' \n' | grep -o '"\(backend\|decode_tok_s\|prefill_tok_s\)":[^,}]*' | tr '\n' ' '; }
   run() { "$bin/fathom_bench" --model /tmp/model --dtype bf16 "$@" 2>&1 | fields; }
   for t in $THREADS; do
     for amx in 1 0; do
@@ -42,6 +48,35 @@ if has speed; then
   for t in 1 2; do
     for amx in 1 0; do
       echo "threads $t amx $amx pp2048: $(FATHOM_AMX=$amx run --threads "$t" --prompt-tokens 2048 --gen-tokens 1)"
+    done
+  done
+fi
+if has quant; then
+  echo "== quantized prefill pp512 (medians of 3), AMX on and off"
+  for bits in 8 4; do
+    folder=/tmp/fathom-vs-llama/fathom-q${bits}g64
+    [ -f "$folder/config.json" ] || "$bin/fathom_bench" quantize --model /tmp/model --out "$folder" --bits "$bits" \
+      --group-size 64 >/dev/null
+    for t in ${QUANT_THREADS:-1 2 16}; do
+      for amx in 1 0; do
+        echo "q$bits g64 threads $t amx $amx: $(FATHOM_AMX=$amx "$bin/fathom_bench" --model "$folder" --dtype bf16 \
+          --threads "$t" --prompt-tokens 512 --gen-tokens 1 --repeat 3 2>&1 | fields)"
+      done
+    done
+  done
+fi
+if has llama && [ -f .device/llama-host.tar.xz ]; then
+  llama=/tmp/llama-host
+  mkdir -p "$llama" && tar xJf .device/llama-host.tar.xz -C "$llama"
+  echo "== fathom and llama.cpp ($(cat "$llama/COMMIT")), interleaved (bench/compare_llama_cpp.sh)"
+  # `fathom bench` and `fathom quantize` as the script calls them, from fathom_bench.
+  printf '#!/bin/sh\ncmd=$1; shift\n[ "$cmd" = bench ] && exec %s "$@"\nexec %s "$cmd" "$@"\n' \
+    "$bin/fathom_bench" "$bin/fathom_bench" > "$bin/fathom" && chmod +x "$bin/fathom"
+  for t in ${LLAMA_THREADS:-16 8 4 2 1}; do
+    for f in ${FORMATS:-bf16 q8 q4}; do
+      LD_LIBRARY_PATH="$llama/lib:$LD_LIBRARY_PATH" LLAMA_CPP_DIR=$llama FATHOM=$bin/fathom MODEL=/tmp/model \
+        TOKENIZER=$PWD/.cache/tokenizers/qwen3 PYTHON=python3 WORK=/tmp/fathom-vs-llama FORMATS=$f \
+        bench/compare_llama_cpp.sh "$t" 2>&1 | grep -v '^llama.cpp:\|^$\|^|---\|^| threads'
     done
   done
 fi

@@ -45,10 +45,15 @@ struct EmulatedTiles {
 }  // namespace
 
 #include "backend/cpu/amx_matmul.inc"
+#include "backend/cpu/amx_quant_gemm.inc"
 
-// Declared in matmul_test.cpp, their one user.
+// Declared in the tests that use them (matmul, attention, quantized matmul).
 void matmul_slice_amx_emulated(const MatmulArgs& a, int64_t n0, int64_t n1) {
   amx_matmul<EmulatedTiles>(a, n0, n1);
+}
+
+void quant_gemm_amx_emulated(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch) {
+  amx_quant_gemm<EmulatedTiles>(a, xb, n0, n1, scratch);
 }
 
 void gemm_pv_amx_emulated(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n,

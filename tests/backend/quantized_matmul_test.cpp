@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/affine_codec.h"
 #include "backend/affine_weights.h"
@@ -13,6 +16,10 @@
 #include "test_util.h"
 
 namespace fathom {
+namespace cpu {
+void quant_gemm_amx_emulated(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1,
+                             void* scratch);  // amx_emulated_tiles.cpp
+}  // namespace cpu
 namespace {
 
 using testing::fresh_rng;
@@ -266,6 +273,51 @@ TEST(QuantizedMatmul, PackedGemvMatchesTheReference) {
                                 3);
           }
         }
+}
+
+// The prefill kernels on bf16 x (quant_gemm: AVX-512, and AMX tiles real or
+// emulated) on one panel of columns, against the reference: row counts that
+// end in whole 32-row blocks, a lone 16-row tile and rows past the last tile;
+// 48 columns (a 32-column block and a 16-column one).
+TEST(QuantizedMatmul, PairGemmMatchesTheReference) {
+  if (cpu::detect_isa() != cpu::Isa::avx512) GTEST_SKIP() << "skipped: no AVX-512 (the pair GEMM is AVX-512 only)";
+  using Gemm = void (*)(const cpu::QuantMatmulArgs&, const bf16_t*, int64_t, int64_t, void*);
+  std::vector<std::pair<std::string, Gemm>> kernels = {{"avx512", cpu::quant_gemm_avx512},
+                                                       {"amx (emulated tiles)", cpu::quant_gemm_amx_emulated}};
+  if (cpu::amx_bf16_available()) kernels.push_back({"amx", cpu::quant_gemm_amx});
+  auto rng = fresh_rng();
+  for (int bits : kBits)
+    for (int group : kGroups)
+      for (int64_t m : {16, 33, 112}) {
+        const int64_t n = 64, k = 256, n0 = 16;
+        const KnownAffine w = known_affine(n, k, bits, group, DType::bf16, rng);
+        Tensor x = random_tensor({m, k}, DType::f32, rng);
+        std::vector<bf16_t> xb(size_t(m * k));
+        std::vector<float> sums(size_t(m * k / group), 0.0f);
+        for (int64_t i = 0; i < m * k; ++i) {
+          xb[size_t(i)] = f32_to_bf16(x.data<float>()[i]);
+          x.data<float>()[i] = bf16_to_f32(xb[size_t(i)]);
+          sums[size_t(i / group)] += x.data<float>()[i];
+        }
+        const Tensor bias = random_tensor({n}, DType::f32, rng);
+        cpu::QuantMatmulArgs a = kernel_args(x, w.w);
+        a.bias = bias.data<float>();
+        a.x_group_sums = sums.data();
+        std::vector<float> ref(size_t(m * n), NAN);
+        a.y = ref.data();
+        cpu::quant_matmul_reference(a, n0, n);
+        std::vector<float> scratch(size_t(cpu::quant_gemm_scratch_bytes(k, group) / 4));
+        for (const auto& [name, gemm] : kernels) {
+          std::vector<float> got(size_t(m * n), NAN);
+          a.y = got.data();
+          gemm(a, xb.data(), n0, n, scratch.data());
+          const std::string what =
+              name + ", " + std::to_string(bits) + " bits, group " + std::to_string(group) + ", M=" + std::to_string(m);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n0; ++j) ASSERT_TRUE(std::isnan(got[size_t(i * n + j)])) << what << ": wrote outside";
+          expect_matmul_close(got.data(), ref, x, dequantize_affine(w.w), what, n0);
+        }
+      }
 }
 
 TEST(QuantizedMatmul, EmbeddingGathersDequantizedRows) {

@@ -1,10 +1,11 @@
 // Matmuls over affine-quantized weights on the CPU. The weight is never
 // widened as a whole: decode and verify steps (a few rows of x) multiply the
 // packed codes directly (quant_gemv); longer bf16 steps multiply the codes'
-// exact bf16 values group by group (quant_gemm); the rest (longer f32 steps,
-// processors without AVX-512) dequantize a panel of weight
-// rows at a time into per-thread f32 scratch and run the blocked f32 matmul
-// on it, so a prefill chunk reuses each widened panel for all its rows.
+// exact bf16 values group by group (quant_gemm, on AMX tiles where the
+// processor has them); the rest (longer f32 steps, processors without
+// AVX-512) dequantize a panel of weight rows at a time into per-thread f32
+// scratch and run the blocked f32 matmul on it, so a prefill chunk reuses
+// each widened panel for all its rows.
 // Either way W is scale·q + bias in f32, never rounded to bf16; bf16 compute
 // rounds x, as it does for every matmul.
 #include <algorithm>
@@ -101,10 +102,10 @@ void CpuBackend::quant_matmul_one(QuantMatmulArgs& a, const bf16_t* xb, bool bf1
   if (pair_gemm) {
     first_plain = a.N / 16 * 16;
     const int64_t panels = (first_plain + kQuantGemmCols - 1) / kQuantGemmCols;
+    const auto gemm = amx_ ? quant_gemm_amx : quant_gemm_avx512;
     pool_.run([&](int thread, int count) {
       for (int64_t p = thread; p < panels; p += count)
-        quant_gemm_avx512(a, xb, p * kQuantGemmCols, std::min(first_plain, (p + 1) * kQuantGemmCols),
-                          quant_panels_[size_t(thread)].raw());
+        gemm(a, xb, p * kQuantGemmCols, std::min(first_plain, (p + 1) * kQuantGemmCols), quant_panels_[size_t(thread)].raw());
     });
     if (first_plain == a.N) return;
   }

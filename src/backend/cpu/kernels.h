@@ -158,6 +158,24 @@ constexpr int64_t kQuantGemmCols = 64;
 int64_t quant_thread_scratch_bytes(int64_t K, int group);
 int64_t quant_gemm_scratch_bytes(int64_t K, int group);
 void quant_gemm_avx512(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch);
+// The same on AMX-BF16 tiles (only where amx_bf16_available()): a group's
+// partial sums of 16 rows × 16 columns are a C tile, scaled into y on AVX-512.
+void quant_gemm_amx(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch);
+// The pieces both share. The panel: columns [n0, n0 + cols) widened in
+// scratch, codes as bf16 pairs group after group ([group][pair][column]
+// pairs), scales and biases as f32 [group][column].
+struct QuantGemmPanel {
+  const bf16_t* codes;
+  const float* scales;
+  const float* biases;
+  int64_t n0, cols, groups;
+};
+QuantGemmPanel quant_gemm_panel(const QuantMatmulArgs& a, int64_t n0, int64_t n1, void* scratch);
+// y's rows [m0, m0 + rows) over the panel's columns start at bias + Σ_g bias_g · Σ x_g ...
+void quant_gemm_start_rows(const QuantMatmulArgs& a, const QuantGemmPanel& p, int64_t m0, int64_t rows);
+// ... and take Σ_g scale_g · (x_g · q_g) through the AVX-512 pair kernel.
+void quant_gemm_add_rows_avx512(const QuantMatmulArgs& a, const bf16_t* xb, const QuantGemmPanel& p, int64_t m0,
+                                int64_t rows);
 
 // One codebook-quantized row widened: out[i] = table[q_i] (table of 2^bits ≤ 16 floats).
 using DequantTableRow = void (*)(const uint32_t* codes, int bits, const float* table, int64_t dim, float* out);

@@ -65,8 +65,13 @@ struct AmxTiles {
 }  // namespace
 
 #include "backend/cpu/amx_matmul.inc"
+#include "backend/cpu/amx_quant_gemm.inc"
 
 void matmul_slice_amx(const MatmulArgs& a, int64_t n0, int64_t n1) { amx_matmul<AmxTiles>(a, n0, n1); }
+
+void quant_gemm_amx(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch) {
+  amx_quant_gemm<AmxTiles>(a, xb, n0, n1, scratch);
+}
 
 void gemm_pv_amx(const bf16_t* p, int64_t ldp, const bf16_t* v, int64_t ldv, int64_t M, int64_t n, int64_t d,
                  float* y, int64_t ldy, bf16_t* panel) {

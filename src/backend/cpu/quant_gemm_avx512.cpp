@@ -78,8 +78,8 @@ int64_t quant_gemm_scratch_bytes(int64_t K, int group) {
   return kQuantGemmCols * group * 2 + kQuantGemmCols * K * 2 + 2 * groups * kQuantGemmCols * 4;
 }
 
-void quant_gemm_avx512(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch) {
-  const int64_t G = a.group, groups = a.K / G, words = a.K * a.bits / 32, cols = n1 - n0, rv = cols / 16;
+QuantGemmPanel quant_gemm_panel(const QuantMatmulArgs& a, int64_t n0, int64_t n1, void* scratch) {
+  const int64_t G = a.group, groups = a.K / G, words = a.K * a.bits / 32, cols = n1 - n0;
   const size_t param_bytes = dtype_size(a.params);
   bf16_t* row_values = static_cast<bf16_t*>(scratch);     // every column's codes of one group
   bf16_t* wp = row_values + kQuantGemmCols * G;            // the panel's codes, group after group, as pairs × columns
@@ -93,10 +93,6 @@ void quant_gemm_avx512(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, i
       biases[g * cols + c] = param_at(b, a.params, g);
     }
   }
-  // The whole panel is widened once, then every block of rows of x runs through
-  // all groups while its rows of y stay in cache. (Group by group over all of
-  // x instead re-read y once per group: with y's rows N floats apart, a
-  // multiple of 4 KiB, they share cache sets, and y went out to L3 each time.)
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t c = 0; c < cols; ++c) codes_as_bf16(a.codes + (n0 + c) * words, a.bits, a.K, g * G, G, row_values + c * G);
     bf16_t* wg = wp + g * G * cols;
@@ -104,28 +100,49 @@ void quant_gemm_avx512(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, i
       for (int64_t p = 0; p < G / 2; p += 16)
         pack_pairs16_avx512(row_values + c * G + 2 * p, G, wg + (p * cols + c) * 2, cols * 2);
   }
+  return {wp, scales, biases, n0, cols, groups};
+}
+
+void quant_gemm_start_rows(const QuantMatmulArgs& a, const QuantGemmPanel& p, int64_t m0, int64_t rows) {
+  for (int64_t m = 0; m < rows; ++m) {
+    const float* sums = a.x_group_sums + (m0 + m) * p.groups;
+    float* y = a.y + (m0 + m) * a.N + p.n0;
+    for (int64_t c = 0; c < p.cols; c += 16) {
+      __m512 v = a.bias ? _mm512_loadu_ps(a.bias + p.n0 + c) : _mm512_setzero_ps();
+      for (int64_t g = 0; g < p.groups; ++g)
+        v = _mm512_fmadd_ps(_mm512_loadu_ps(p.biases + g * p.cols + c), _mm512_set1_ps(sums[g]), v);
+      _mm512_storeu_ps(y + c, v);
+    }
+  }
+}
+
+void quant_gemm_add_rows_avx512(const QuantMatmulArgs& a, const bf16_t* xb, const QuantGemmPanel& p, int64_t m0,
+                                int64_t rows) {
+  const int64_t G = a.group;
+  float* y = a.y + m0 * a.N + p.n0;
+  for (int64_t g = 0; g < p.groups; ++g) {
+    const bf16_t* xg = xb + m0 * a.K + g * G;
+    const bf16_t* wg = p.codes + g * G * p.cols;
+    const float* scales = p.scales + g * p.cols;
+    switch (p.cols / 16) {
+      case 4: scaled_rows<4>(rows, xg, a.K, wg, G / 2, scales, y, a.N); break;
+      case 3: scaled_rows<3>(rows, xg, a.K, wg, G / 2, scales, y, a.N); break;
+      case 2: scaled_rows<2>(rows, xg, a.K, wg, G / 2, scales, y, a.N); break;
+      default: scaled_rows<1>(rows, xg, a.K, wg, G / 2, scales, y, a.N); break;
+    }
+  }
+}
+
+void quant_gemm_avx512(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch) {
+  // The whole panel is widened once, then every block of rows of x runs through
+  // all groups while its rows of y stay in cache. (Group by group over all of
+  // x instead re-read y once per group: with y's rows N floats apart, a
+  // multiple of 4 KiB, they share cache sets, and y went out to L3 each time.)
+  const QuantGemmPanel p = quant_gemm_panel(a, n0, n1, scratch);
   for (int64_t m0 = 0; m0 < a.M; m0 += kRowBlock) {
     const int64_t rows = std::min(kRowBlock, a.M - m0);
-    float* y = a.y + m0 * a.N + n0;
-    for (int64_t m = 0; m < rows; ++m) {
-      const float* sums = a.x_group_sums + (m0 + m) * groups;
-      for (int64_t c = 0; c < cols; c += 16) {
-        __m512 v = a.bias ? _mm512_loadu_ps(a.bias + n0 + c) : _mm512_setzero_ps();
-        for (int64_t g = 0; g < groups; ++g)
-          v = _mm512_fmadd_ps(_mm512_loadu_ps(biases + g * cols + c), _mm512_set1_ps(sums[g]), v);
-        _mm512_storeu_ps(y + m * a.N + c, v);
-      }
-    }
-    for (int64_t g = 0; g < groups; ++g) {
-      const bf16_t* xg = xb + m0 * a.K + g * G;
-      const bf16_t* wg = wp + g * G * cols;
-      switch (rv) {
-        case 4: scaled_rows<4>(rows, xg, a.K, wg, G / 2, scales + g * cols, y, a.N); break;
-        case 3: scaled_rows<3>(rows, xg, a.K, wg, G / 2, scales + g * cols, y, a.N); break;
-        case 2: scaled_rows<2>(rows, xg, a.K, wg, G / 2, scales + g * cols, y, a.N); break;
-        default: scaled_rows<1>(rows, xg, a.K, wg, G / 2, scales + g * cols, y, a.N); break;
-      }
-    }
+    quant_gemm_start_rows(a, p, m0, rows);
+    quant_gemm_add_rows_avx512(a, xb, p, m0, rows);
   }
 }
 
