@@ -171,9 +171,18 @@ struct QuantGemmPanel {
   int64_t n0, cols, groups;
 };
 QuantGemmPanel quant_gemm_panel(const QuantMatmulArgs& a, int64_t n0, int64_t n1, void* scratch);
-// y's rows [m0, m0 + rows) over the panel's columns start at bias + Σ_g bias_g · Σ x_g ...
+// y's rows [m0, m0 + rows) over the panel's columns start at the matmul's bias ...
 void quant_gemm_start_rows(const QuantMatmulArgs& a, const QuantGemmPanel& p, int64_t m0, int64_t rows);
-// ... and take Σ_g scale_g · (x_g · q_g) through the AVX-512 pair kernel.
+// ... and take Σ_g scale_g · (x_g · q_g) + bias_g · Σ x_g, group by group, with
+// these terms of group g for the rows from m0 (row i's Σ x_g at sums[i · sums_stride]) ...
+struct QuantGroupTerms {
+  const float* scale;  // [cols]
+  const float* bias;   // [cols]
+  const float* sums;
+  int64_t sums_stride;
+};
+QuantGroupTerms quant_gemm_group_terms(const QuantMatmulArgs& a, const QuantGemmPanel& p, int64_t g, int64_t m0);
+// ... through the AVX-512 pair kernel.
 void quant_gemm_add_rows_avx512(const QuantMatmulArgs& a, const bf16_t* xb, const QuantGemmPanel& p, int64_t m0,
                                 int64_t rows);
 

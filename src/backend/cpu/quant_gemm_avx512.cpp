@@ -5,8 +5,9 @@
 // beyond bf16 compute's own rounding of x: each group of K is one block of the
 // pair kernel (outputs in lanes, 16 weight rows per vector, x broadcast as
 // pairs of k), its partial sum scaled by the 16 rows' scales of that group as
-// it is added to y. y starts at bias + Σ_g bias_g · Σ x_g. W itself is never
-// rounded: the result is the f32-weight product up to summation order.
+// it is added to y, with the group's bias_g · Σ x_g. y starts at the bias. W
+// itself is never rounded: the result is the f32-weight product up to
+// summation order.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -22,10 +23,11 @@ namespace {
 constexpr int kRm = 6;  // rows of x per register tile
 constexpr int64_t kRowBlock = 8 * kRm;  // rows of x that go through all groups together
 
-// y[i][c] += scale[c] · Σ_p x[i] pair p · wp pair p, column c; RV vectors of 16 columns.
+// y[i][c] += scale[c] · Σ_p x[i] pair p · wp pair p, column c, + bias[c] · Σ x[i]
+// of the group; RV vectors of 16 columns.
 template <int RM, int RV>
-inline void scaled_tile(const bf16_t* x, int64_t ldx, const bf16_t* wp, int64_t pairs, const float* scale, float* y,
-                        int64_t ldy) {
+inline void scaled_tile(const bf16_t* x, int64_t ldx, const bf16_t* wp, int64_t pairs, const QuantGroupTerms& t,
+                        float* y, int64_t ldy) {
   __m512 acc[RM][RV];
   for (int i = 0; i < RM; ++i)
     for (int v = 0; v < RV; ++v) acc[i][v] = _mm512_setzero_ps();
@@ -39,24 +41,28 @@ inline void scaled_tile(const bf16_t* x, int64_t ldx, const bf16_t* wp, int64_t 
       for (int v = 0; v < RV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], xv, wv[v]);
     }
   }
-  for (int i = 0; i < RM; ++i)
+  for (int i = 0; i < RM; ++i) {
+    const __m512 sum = _mm512_set1_ps(t.sums[i * t.sums_stride]);
     for (int v = 0; v < RV; ++v) {
       float* out = y + i * ldy + v * 16;
-      _mm512_storeu_ps(out, _mm512_fmadd_ps(acc[i][v], _mm512_loadu_ps(scale + v * 16), _mm512_loadu_ps(out)));
+      const __m512 with_bias = _mm512_fmadd_ps(_mm512_loadu_ps(t.bias + v * 16), sum, _mm512_loadu_ps(out));
+      _mm512_storeu_ps(out, _mm512_fmadd_ps(acc[i][v], _mm512_loadu_ps(t.scale + v * 16), with_bias));
     }
+  }
 }
 
 template <int RV>
-void scaled_rows(int64_t M, const bf16_t* x, int64_t ldx, const bf16_t* wp, int64_t pairs, const float* scale,
+void scaled_rows(int64_t M, const bf16_t* x, int64_t ldx, const bf16_t* wp, int64_t pairs, QuantGroupTerms t,
                  float* y, int64_t ldy) {
   int64_t m = 0;
-  for (; m + kRm <= M; m += kRm) scaled_tile<kRm, RV>(x + m * ldx, ldx, wp, pairs, scale, y + m * ldy, ldy);
+  for (; m + kRm <= M; m += kRm, t.sums += kRm * t.sums_stride)
+    scaled_tile<kRm, RV>(x + m * ldx, ldx, wp, pairs, t, y + m * ldy, ldy);
   switch (M - m) {
-    case 5: scaled_tile<5, RV>(x + m * ldx, ldx, wp, pairs, scale, y + m * ldy, ldy); break;
-    case 4: scaled_tile<4, RV>(x + m * ldx, ldx, wp, pairs, scale, y + m * ldy, ldy); break;
-    case 3: scaled_tile<3, RV>(x + m * ldx, ldx, wp, pairs, scale, y + m * ldy, ldy); break;
-    case 2: scaled_tile<2, RV>(x + m * ldx, ldx, wp, pairs, scale, y + m * ldy, ldy); break;
-    case 1: scaled_tile<1, RV>(x + m * ldx, ldx, wp, pairs, scale, y + m * ldy, ldy); break;
+    case 5: scaled_tile<5, RV>(x + m * ldx, ldx, wp, pairs, t, y + m * ldy, ldy); break;
+    case 4: scaled_tile<4, RV>(x + m * ldx, ldx, wp, pairs, t, y + m * ldy, ldy); break;
+    case 3: scaled_tile<3, RV>(x + m * ldx, ldx, wp, pairs, t, y + m * ldy, ldy); break;
+    case 2: scaled_tile<2, RV>(x + m * ldx, ldx, wp, pairs, t, y + m * ldy, ldy); break;
+    case 1: scaled_tile<1, RV>(x + m * ldx, ldx, wp, pairs, t, y + m * ldy, ldy); break;
     default: break;
   }
 }
@@ -105,15 +111,14 @@ QuantGemmPanel quant_gemm_panel(const QuantMatmulArgs& a, int64_t n0, int64_t n1
 
 void quant_gemm_start_rows(const QuantMatmulArgs& a, const QuantGemmPanel& p, int64_t m0, int64_t rows) {
   for (int64_t m = 0; m < rows; ++m) {
-    const float* sums = a.x_group_sums + (m0 + m) * p.groups;
     float* y = a.y + (m0 + m) * a.N + p.n0;
-    for (int64_t c = 0; c < p.cols; c += 16) {
-      __m512 v = a.bias ? _mm512_loadu_ps(a.bias + p.n0 + c) : _mm512_setzero_ps();
-      for (int64_t g = 0; g < p.groups; ++g)
-        v = _mm512_fmadd_ps(_mm512_loadu_ps(p.biases + g * p.cols + c), _mm512_set1_ps(sums[g]), v);
-      _mm512_storeu_ps(y + c, v);
-    }
+    if (a.bias) std::memcpy(y, a.bias + p.n0, size_t(p.cols) * sizeof(float));
+    else std::memset(y, 0, size_t(p.cols) * sizeof(float));
   }
+}
+
+QuantGroupTerms quant_gemm_group_terms(const QuantMatmulArgs& a, const QuantGemmPanel& p, int64_t g, int64_t m0) {
+  return {p.scales + g * p.cols, p.biases + g * p.cols, a.x_group_sums + m0 * p.groups + g, p.groups};
 }
 
 void quant_gemm_add_rows_avx512(const QuantMatmulArgs& a, const bf16_t* xb, const QuantGemmPanel& p, int64_t m0,
@@ -123,12 +128,12 @@ void quant_gemm_add_rows_avx512(const QuantMatmulArgs& a, const bf16_t* xb, cons
   for (int64_t g = 0; g < p.groups; ++g) {
     const bf16_t* xg = xb + m0 * a.K + g * G;
     const bf16_t* wg = p.codes + g * G * p.cols;
-    const float* scales = p.scales + g * p.cols;
+    const QuantGroupTerms t = quant_gemm_group_terms(a, p, g, m0);
     switch (p.cols / 16) {
-      case 4: scaled_rows<4>(rows, xg, a.K, wg, G / 2, scales, y, a.N); break;
-      case 3: scaled_rows<3>(rows, xg, a.K, wg, G / 2, scales, y, a.N); break;
-      case 2: scaled_rows<2>(rows, xg, a.K, wg, G / 2, scales, y, a.N); break;
-      default: scaled_rows<1>(rows, xg, a.K, wg, G / 2, scales, y, a.N); break;
+      case 4: scaled_rows<4>(rows, xg, a.K, wg, G / 2, t, y, a.N); break;
+      case 3: scaled_rows<3>(rows, xg, a.K, wg, G / 2, t, y, a.N); break;
+      case 2: scaled_rows<2>(rows, xg, a.K, wg, G / 2, t, y, a.N); break;
+      default: scaled_rows<1>(rows, xg, a.K, wg, G / 2, t, y, a.N); break;
     }
   }
 }
