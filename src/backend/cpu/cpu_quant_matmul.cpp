@@ -105,7 +105,8 @@ void CpuBackend::quant_matmul_one(QuantMatmulArgs& a, const bf16_t* xb, bool bf1
     const auto gemm = amx_ ? quant_gemm_amx : quant_gemm_avx512;
     pool_.run([&](int thread, int count) {
       for (int64_t p = thread; p < panels; p += count)
-        gemm(a, xb, p * kQuantGemmCols, std::min(first_plain, (p + 1) * kQuantGemmCols), quant_panels_[size_t(thread)].raw());
+        gemm(a, xb, p * kQuantGemmCols, std::min(first_plain, (p + 1) * kQuantGemmCols),
+             quant_panels_[size_t(thread)].raw());
     });
     if (first_plain == a.N) return;
   }
