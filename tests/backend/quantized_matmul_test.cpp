@@ -281,8 +281,7 @@ TEST(QuantizedMatmul, PackedGemvMatchesTheReference) {
 // 48 columns (a 32-column block and a 16-column one).
 TEST(QuantizedMatmul, PairGemmMatchesTheReference) {
   if (cpu::detect_isa() != cpu::Isa::avx512) GTEST_SKIP() << "skipped: no AVX-512 (the pair GEMM is AVX-512 only)";
-  using Gemm = void (*)(const cpu::QuantMatmulArgs&, const bf16_t*, int64_t, int64_t, void*);
-  std::vector<std::pair<std::string, Gemm>> kernels = {{"avx512", cpu::quant_gemm_avx512},
+  std::vector<std::pair<std::string, cpu::QuantGemm>> kernels = {{"avx512", cpu::quant_gemm_avx512},
                                                        {"amx (emulated tiles)", cpu::quant_gemm_amx_emulated}};
   if (cpu::amx_bf16_available()) kernels.push_back({"amx", cpu::quant_gemm_amx});
   auto rng = fresh_rng();

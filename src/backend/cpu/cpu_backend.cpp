@@ -16,6 +16,7 @@ CpuBackend::CpuBackend()
     kernels_.matmul = matmul_slice_amx;
     kernels_.gemm_pv = gemm_pv_amx;
     kernels_.gemm_qk = gemm_qk_amx;
+    kernels_.quant_gemm = quant_gemm_amx;
   }
 }
 

@@ -64,7 +64,7 @@ void CpuBackend::quant_matmul(const Tensor& x, std::span<const MatmulTarget> tar
 void CpuBackend::quant_matmul_one(QuantMatmulArgs& a, const bf16_t* xb, bool bf16_inputs) {
   const bool gemv = a.M <= kGemvMaxRows && isa_ == Isa::avx512;
   // Longer bf16 steps multiply the codes themselves (exact in bf16) group by group.
-  const bool pair_gemm = !gemv && a.M > kGemvMaxRows && bf16_inputs && isa_ == Isa::avx512;
+  const bool pair_gemm = !gemv && a.M > kGemvMaxRows && bf16_inputs && kernels_.quant_gemm;
   const int64_t groups = a.K / a.group;
   if ((gemv || pair_gemm) && !a.x_group_sums) {
     float* sums = grow(quant_sums_, a.M * groups, DType::f32).data<float>();
@@ -102,11 +102,10 @@ void CpuBackend::quant_matmul_one(QuantMatmulArgs& a, const bf16_t* xb, bool bf1
   if (pair_gemm) {
     first_plain = a.N / 16 * 16;
     const int64_t panels = (first_plain + kQuantGemmCols - 1) / kQuantGemmCols;
-    const auto gemm = amx_ ? quant_gemm_amx : quant_gemm_avx512;
     pool_.run([&](int thread, int count) {
       for (int64_t p = thread; p < panels; p += count)
-        gemm(a, xb, p * kQuantGemmCols, std::min(first_plain, (p + 1) * kQuantGemmCols),
-             quant_panels_[size_t(thread)].raw());
+        kernels_.quant_gemm(a, xb, p * kQuantGemmCols, std::min(first_plain, (p + 1) * kQuantGemmCols),
+                            quant_panels_[size_t(thread)].raw());
     });
     if (first_plain == a.N) return;
   }

@@ -157,6 +157,7 @@ constexpr int64_t kQuantGemmCols = 64;
 // widened panel of the f32 path or the pair kernel's packing; the larger).
 int64_t quant_thread_scratch_bytes(int64_t K, int group);
 int64_t quant_gemm_scratch_bytes(int64_t K, int group);
+using QuantGemm = void (*)(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch);
 void quant_gemm_avx512(const QuantMatmulArgs& a, const bf16_t* xb, int64_t n0, int64_t n1, void* scratch);
 // The same on AMX-BF16 tiles (only where amx_bf16_available()): a group's
 // partial sums of 16 rows × 16 columns are a C tile, scaled into y on AVX-512.
@@ -260,6 +261,7 @@ struct Kernels {
   // attention stays in f32 on this processor.
   GemmPv gemm_pv = nullptr;
   GemmQk gemm_qk = nullptr;
+  QuantGemm quant_gemm = nullptr;  // null: longer quantized steps widen panels to f32
 };
 Kernels kernels_for(Isa isa);
 

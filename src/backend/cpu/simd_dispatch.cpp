@@ -68,7 +68,8 @@ Kernels kernels_for(Isa isa) {
   switch (isa) {
     case Isa::avx512:
       return {matmul_slice_avx512, gemm_nn_avx512,       to_bf16_avx512,       softmax_row_avx512,
-              silu_mul_avx512,     gelu_tanh_mul_avx512, attend_decode_avx512, true, gemm_pv_avx512, gemm_qk_avx512};
+              silu_mul_avx512,     gelu_tanh_mul_avx512, attend_decode_avx512, true, gemm_pv_avx512, gemm_qk_avx512,
+              quant_gemm_avx512};
     case Isa::avx2:
       return {matmul_slice_avx2, gemm_nn_avx2,        to_bf16_reference, softmax_row_reference,
               silu_mul_range,    gelu_tanh_mul_range, nullptr,           false};
