@@ -18,11 +18,14 @@ namespace fathom {
 namespace {
 // Spin this long after a region before falling back to yielding sleeps.
 constexpr auto kSpinWindow = std::chrono::microseconds(2000);
+// parallel_for's chunks per thread: enough that the others can absorb a held-back
+// thread's share, few enough that taking one stays cheap next to its work.
+constexpr int64_t kChunksPerThread = 4;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   check(threads >= 1, "thread pool: thread count must be >= 1, got ", threads);
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -32,7 +35,7 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     auto spin_start = std::chrono::steady_clock::now();
@@ -49,43 +52,57 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
-    (*job_)(index, size());
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    take_items();
+  }
+}
+
+void ThreadPool::take_items() {
+  for (;;) {
+    const uint64_t word = claim_.fetch_add(1, std::memory_order_acq_rel);
+    const uint32_t item = uint32_t(word), items = uint32_t(word >> 32);
+    if (item >= items) return;
+    // A valid item keeps its region open until it is done, so job_ is still that region's.
+    (*job_.load(std::memory_order_relaxed))(int(item));
+    done_.fetch_add(1, std::memory_order_release);
+  }
+}
+
+void ThreadPool::dispatch(int items, const Item& item) {
+  if (workers_.empty() || items <= 1) {
+    for (int i = 0; i < items; ++i) item(i);
+    return;
+  }
+  job_.store(&item, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  claim_.store(uint64_t(items) << 32, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  take_items();
+  // Yield now and then: if a worker holding an item shares our core (an
+  // oversubscribed machine), spinning alone would keep it from finishing.
+  for (int spins = 1; done_.load(std::memory_order_acquire) != items; ++spins) {
+    FATHOM_PAUSE();
+    if (spins % 256 == 0) std::this_thread::yield();
   }
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
-  if (workers_.empty()) {
-    fn(0, 1);
-    return;
-  }
-  job_ = &fn;
-  pending_.store(int(workers_.size()), std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
-  fn(0, size());
-  // Yield now and then: if a worker shares our core (an oversubscribed
-  // machine), spinning alone would keep it from finishing.
-  for (int spins = 1; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    FATHOM_PAUSE();
-    if (spins % 256 == 0) std::this_thread::yield();
-  }
-  job_ = nullptr;
+  const int slots = size();
+  dispatch(slots, [&](int slot) { fn(slot, slots); });
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t align,
                               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   const int64_t units = (n + align - 1) / align;
-  const int threads = int(std::min<int64_t>(size(), units));
-  if (threads <= 1) {
+  const int chunks = int(std::min<int64_t>(int64_t(size()) * kChunksPerThread, units));
+  if (chunks <= 1 || size() == 1) {
     fn(0, n);
     return;
   }
-  run([&](int t, int) {
-    if (t >= threads) return;
-    int64_t begin = units * t / threads * align;
-    int64_t end = std::min(n, units * (t + 1) / threads * align);
+  dispatch(chunks, [&](int c) {
+    const int64_t begin = units * c / chunks * align;
+    const int64_t end = std::min(n, units * (c + 1) / chunks * align);
     if (begin < end) fn(begin, end);
   });
 }
