@@ -1,5 +1,6 @@
 // fathom serve --model DIR [--host 127.0.0.1] [--port 8080] [--api-key KEY]
 // An OpenAI- and Anthropic-compatible HTTP server (see src/server/).
+#include <malloc.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -168,10 +169,19 @@ Command add_serve_command(CLI::App& app) {
                                                          : model->config().max_position_embeddings;
     const auto drafter = o->speculation.make_drafter(*model, o->model, window);
     // What the server holds beyond the engine's contract (the tokenizer, the
-    // chat template, HTTP threads) is measured now and charged as fixed. On a
-    // GPU the budget is device memory: what the backend holds there is measured.
-    const int64_t measured = contract.device() == Device::cuda ? allocated_bytes(Device::cuda) : resident_bytes();
-    const int64_t overhead = std::max<int64_t>(0, measured - predicted_fixed);
+    // chat template) is measured now and charged as fixed. Mapped weights
+    // become resident only as they are read, so those not read yet are added
+    // to the measure (the contract counts every weight: without them the
+    // overhead would come out short by as much). Charged too are the threads
+    // that start after this: one per connection, the refuser's and the
+    // engine's. On a GPU the budget is device memory: what the backend holds
+    // there is measured.
+    const bool on_gpu = contract.device() == Device::cuda;
+    malloc_trim(0);  // what loading freed is not held: the measure is what stays
+    const int64_t measured =
+        on_gpu ? allocated_bytes(Device::cuda) : resident_bytes() + mapped_files_absent_bytes(".safetensors");
+    const int64_t server_threads = on_gpu ? 0 : (o->server.connections.max_connections + 2) * thread_resident_bytes();
+    const int64_t overhead = std::max<int64_t>(0, measured - predicted_fixed) + server_threads;
     // The policy sizes chunks in what the budget leaves once that is held.
     const auto policy = o->model.prefill_policy(contract, budget - overhead);
     o->server.prefix_cache_bytes = prefix_cache_bytes(o->prefix_cache, budget - predicted_fixed - overhead);

@@ -1,5 +1,7 @@
 #include "server/engine_worker.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -200,6 +202,13 @@ void EngineWorker::share_prompt(Running& r) {
 }
 
 bool EngineWorker::admit(std::vector<std::unique_ptr<Running>>& running) {
+  // Idle again: hand back what the requests' smaller buffers (under the
+  // mmap threshold: logits rows, sampling scratch) left free in this thread's
+  // malloc arena, so resident memory falls back to what the contract counts.
+  if (running.empty() && !arena_trimmed_) {
+    malloc_trim(0);
+    arena_trimmed_ = true;
+  }
   std::unique_lock lock(mutex_);
   if (running.empty()) wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
   if (stopping_) return true;
@@ -226,6 +235,7 @@ bool EngineWorker::admit(std::vector<std::unique_ptr<Running>>& running) {
     queue_.pop_front();
     try {
       running.push_back(start(job, bytes));
+      arena_trimmed_ = false;
     } catch (const std::bad_alloc&) {
       admission_.release(bytes);
       job->finish("error", "out of memory");

@@ -132,6 +132,7 @@ class EngineWorker {
   const size_t max_queued_, max_running_;
   const Speculation speculation_;
   PrefixCache prefix_cache_;  // the engine thread's alone
+  bool arena_trimmed_ = true;  // since the last request ran; the engine thread's alone
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;
