@@ -56,7 +56,7 @@ record() {  # record <part> <rc> <total> <failed>
   local part=$1 rc=$2 total=$3 failed=$4
   [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1 && total=$((total > 0 ? total : 1))
   echo "$part $total $failed" >>"$summary"
-  echo "sanitize $part: $((total - failed)) passed, $failed failed"
+  echo "sanitize $part: $((total - failed)) passed, $failed failed (${SECONDS} s into the sanitizer runs)"
   [ "$failed" -eq 0 ] || failed_any=1
 }
 e2e() {  # e2e <binary> <log> <files...>

@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 scripts/setup.sh build
+built_at=$SECONDS
 root=$(pwd)
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
@@ -27,6 +28,7 @@ fi
 set +e
 (cd build && ctest --output-on-failure -j2 --timeout 600) 2>&1 | tee "$log/ctest"
 ctest_rc=${PIPESTATUS[0]}
+ctest_at=$SECONDS
 echo
 echo "end-to-end tests (tests/server; the chat page in Chromium, tests/webui; fathom chat in a terminal, tests/cli):"
 (cd tests/server && FATHOM_BINARY="$root/build/fathom" node --test --test-concurrency=1 --test-reporter=spec \
@@ -34,6 +36,7 @@ echo "end-to-end tests (tests/server; the chat page in Chromium, tests/webui; fa
   structured_output.test.mjs responses.test.mjs agent_clients.test.mjs \
   ../webui/chat_page.test.mjs ../cli/chat.test.mjs) 2>&1 | tee "$log/node"
 node_rc=${PIPESTATUS[0]}
+node_at=$SECONDS
 sanitize_total=0; sanitize_failed=0
 if [ "$quick" -eq 0 ]; then
   echo
@@ -63,5 +66,8 @@ echo
 echo "ctest: ${ctest_line:-no summary}"
 echo "node e2e: tests $node_total, pass $((node_total - node_failed)), fail $node_failed (chat page screenshots: build/test-artifacts/webui/)"
 [ "$quick" -eq 0 ] && echo "sanitizers: $sanitize_total checks, $sanitize_failed failed ($(tr '\n' ';' <"$log/sanitize"))"
+# Where the time went (the CI's limit is on the whole).
+echo "time: set-up and build ${built_at} s, ctest $((ctest_at - built_at)) s, end-to-end $((node_at - ctest_at)) s," \
+  "sanitizer runs $((SECONDS - node_at)) s; ${SECONDS} s in all"
 echo "${percent}% tests passed, ${failed} tests failed out of ${total} (ctest ${ctest_total}, server e2e ${node_total}, sanitizers ${sanitize_total})"
 [ "$failed" -eq 0 ]
