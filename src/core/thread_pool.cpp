@@ -100,10 +100,16 @@ void ThreadPool::parallel_for(int64_t n, int64_t align,
     fn(0, n);
     return;
   }
-  dispatch(chunks, [&](int c) {
-    const int64_t begin = units * c / chunks * align;
-    const int64_t end = std::min(n, units * (c + 1) / chunks * align);
-    if (begin < end) fn(begin, end);
+  // One pointer captured: the item function fits std::function's inline
+  // storage, so a region on the decode path allocates nothing.
+  const struct {
+    int64_t n, align, units, chunks;
+    const std::function<void(int64_t, int64_t)>& fn;
+  } split{n, align, units, chunks, fn};
+  dispatch(chunks, [s = &split](int c) {
+    const int64_t begin = s->units * c / s->chunks * s->align;
+    const int64_t end = std::min(s->n, s->units * (c + 1) / s->chunks * s->align);
+    if (begin < end) s->fn(begin, end);
   });
 }
 
