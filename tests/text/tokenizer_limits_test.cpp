@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -183,10 +184,15 @@ TEST(TokenizerLimits, PathologicalTextsEncodeInLinearishTime) {
       EXPECT_GT(n, 0u);
       EXPECT_LT(s, 10.0) << name << ": " << what;
     }
-    // Doubling the size must not quadruple the time.
+    // Doubling the size must not quadruple the time. Each size's best of three,
+    // so a busy moment on a shared machine does not land on one side only.
     const std::string a1(1 << 19, 'a'), a2(1 << 20, 'a');
     size_t n = 0;
-    const double t1 = encode_seconds(*tok, a1, &n), t2 = encode_seconds(*tok, a2, &n);
+    double t1 = 1e9, t2 = 1e9;
+    for (int i = 0; i < 3; ++i) {
+      t1 = std::min(t1, encode_seconds(*tok, a1, &n));
+      t2 = std::min(t2, encode_seconds(*tok, a2, &n));
+    }
     EXPECT_LT(t2, 3.0 * t1 + 0.05) << name << ": 512 KiB of 'a' in " << t1 << " s, 1 MiB in " << t2 << " s";
   }
 }
