@@ -52,6 +52,11 @@ node_counts() {
   failed=$(sed -nE 's/^ℹ fail ([0-9]+).*/\1/p' "$1" | tail -n 1)
   echo "${total:-0} ${failed:-0}"
 }
+# failure_details <log>: node's report of each failed test (what was asserted,
+# expected and found), which it prints after "failing tests:".
+failure_details() {
+  sed -n '/^✖ failing tests:/,$p' "$1" | head -n 80
+}
 record() {  # record <part> <rc> <total> <failed>
   local part=$1 rc=$2 total=$3 failed=$4
   [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1 && total=$((total > 0 ? total : 1))
@@ -96,7 +101,8 @@ for part in "${parts[@]}"; do
       e2e "$root/build-asan/fathom" "$log/asan-e2e" api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs \
         memory.test.mjs speculation.test.mjs batching.test.mjs ../webui/chat_page.test.mjs ../cli/chat.test.mjs
       rc=$?
-      grep -E "^✖|ERROR: (Address|Undefined)|runtime error" "$log/asan-e2e" | head -n 20
+      grep -E "ERROR: (Address|Undefined)|runtime error" "$log/asan-e2e" | head -n 20
+      failure_details "$log/asan-e2e"
       read -r total failed < <(node_counts "$log/asan-e2e")
       record asan-e2e $rc "$total" "$failed"
       FUZZ_BUILD_DIR=build-asan scripts/fuzz.sh --regress >"$log/asan-fuzz" 2>&1
@@ -125,7 +131,8 @@ for part in "${parts[@]}"; do
       TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp \
         e2e "$root/build-tsan/fathom" "$log/tsan-e2e" api.test.mjs load.test.mjs hardening.test.mjs
       rc=$?
-      grep -E "^✖|WARNING: ThreadSanitizer" "$log/tsan-e2e" | head -n 20
+      grep -E "WARNING: ThreadSanitizer" "$log/tsan-e2e" | head -n 20
+      failure_details "$log/tsan-e2e"
       read -r total failed < <(node_counts "$log/tsan-e2e")
       record tsan-e2e $rc "$total" "$failed"
       ;;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_factory.h"
 #include "core/error.h"
 
@@ -26,7 +27,7 @@ Context::~Context() {
   if (pinned) cudaFreeHost(pinned);
   if (graph_start) cudaEventDestroy(graph_start);
   if (graph_end) cudaEventDestroy(graph_end);
-  if (cublas) cublasDestroy(cublas);
+  if (cublas) cublas_library().destroy(cublas);
   if (stream) cudaStreamDestroy(stream);
 }
 
@@ -51,10 +52,10 @@ CudaBackend::CudaBackend(int device)
   select_device(device);
   ctx_->device = device;
   check_cuda(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "create a stream");
-  check_cublas(cublasCreate(&ctx_->cublas), "create a cuBLAS handle");
-  check_cublas(cublasSetStream(ctx_->cublas, ctx_->stream), "bind cuBLAS to the stream");
+  check_cublas(cublas_library().create(&ctx_->cublas), "create a cuBLAS handle");
+  check_cublas(cublas_library().set_stream(ctx_->cublas, ctx_->stream), "bind cuBLAS to the stream");
   // f32 matmuls stay f32 (no TF32): results must match the CPU's to 1e-4.
-  check_cublas(cublasSetMathMode(ctx_->cublas, CUBLAS_PEDANTIC_MATH), "set cuBLAS math mode");
+  check_cublas(cublas_library().set_math_mode(ctx_->cublas, CUBLAS_PEDANTIC_MATH), "set cuBLAS math mode");
   // The stream-ordered pool keeps what it has (by default it hands memory
   // back to the driver at every synchronization, and each step's scratch
   // would be mapped again); the memory contract counts what tensors hold.
@@ -73,7 +74,7 @@ CudaBackend::CudaBackend(int device)
   // cuBLAS gets its workspace from us: captured into a graph, it must not
   // allocate on its own.
   workspace_ = allocate({cuda_memory::kCublasWorkspaceBytes / 4}, DType::i32);
-  check_cublas(cublasSetWorkspace(ctx_->cublas, workspace_.raw(), size_t(cuda_memory::kCublasWorkspaceBytes)),
+  check_cublas(cublas_library().set_workspace(ctx_->cublas, workspace_.raw(), size_t(cuda_memory::kCublasWorkspaceBytes)),
                "set cuBLAS's workspace");
   auto env_is = [](const char* name, const char* value) {
     const char* v = std::getenv(name);
@@ -442,7 +443,7 @@ void CudaBackend::gemm(const void* w, const void* xs, cudaDataType type, int64_t
            uint64_t(K), uint64_t(type), uint64_t(ldy), uint64_t(accumulate)},
           [=, h = ctx_->cublas](cudaStream_t) {
             const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-            check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, type, int(K), xs,
+            check_cublas(cublas_library().gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, type, int(K), xs,
                                       type, int(K), &beta, y, CUDA_R_32F, int(ldy), compute, CUBLAS_GEMM_DEFAULT),
                          "matmul");
           });
