@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sanitizer runs, with clang:
-#   asan  AddressSanitizer + UndefinedBehaviorSanitizer (build-asan): the whole
-#         ctest suite, the server's end-to-end tests against that binary, and
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer (build-asan): every test
+#         ctest lists (run by the test binaries in shards), the server's
+#         end-to-end tests against that binary, and
 #         every fuzz target once over its committed corpus (the same build
 #         carries libFuzzer's coverage instrumentation);
 #   tsan  ThreadSanitizer (build-tsan): the thread pool and the HTTP connection
@@ -70,6 +71,52 @@ e2e() {  # e2e <binary> <log> <files...>
   (cd tests/server && FATHOM_SANITIZED=1 FATHOM_BINARY="$binary" node --test --test-concurrency=1 --test-reporter=spec "$@") >"$out" 2>&1
 }
 
+# gtest_shards <build dir> <log dir> <excluded gtest pattern>: every test that
+# ctest lists there, run by its own binary in shards on two workers rather than
+# one process per test (a sanitized process takes ~0.2 s to start and exit, and
+# there are ~1,500 tests). Each binary runs in its own folder, as ctest runs it.
+# Prints "total failed"; a shard that ends without gtest's summary (a sanitizer
+# report, a crash, a timeout) counts as a failure, and so does a count that
+# differs from ctest's list. Returns non-zero if anything failed.
+gtest_shards() {
+  local dir=$1 out=$2 exclude=$3
+  mkdir -p "$out"
+  local listed binaries=() jobs=() bin shards i
+  listed=$(cd "$dir" && ctest -N -E "$(sed 's/\*//g' <<<"$exclude")" | sed -nE 's/^Total Tests: ([0-9]+)/\1/p')
+  mapfile -t binaries < <(cd "$dir" && ctest --show-only=json-v1 | grep -A2 '"command"' | grep -oE '^ *"/[^"]+"' | tr -d ' "' | sort -u)
+  # fathom_tests holds most of the work: in finer shards, and first, so that
+  # the small binaries fill the workers' ends.
+  for bin in "${binaries[@]}"; do
+    shards=2
+    [ "$(basename "$bin")" = fathom_tests ] && shards=6
+    for ((i = 0; i < shards; i++)); do jobs+=("$shards $bin $i"); done
+  done
+  mapfile -t jobs < <(printf '%s\n' "${jobs[@]}" | sort -s -k1,1nr | awk '{print $2, $3, $1}')
+  printf '%s\n' "${jobs[@]}" | EXCLUDE=$exclude OUT=$out xargs -P 2 -L 1 bash -c '
+    log="$OUT/$(basename "$0").$1"
+    cd "$(dirname "$0")" && GTEST_TOTAL_SHARDS=$2 GTEST_SHARD_INDEX=$1 timeout 1500 "$0" --gtest_filter="-$EXCLUDE" >"$log" 2>&1
+    echo "exit status $?" >>"$log"'
+  local ran=0 bad=0 f passed failed skipped
+  for f in "$out"/*.[0-9]*; do
+    passed=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) tests?\..*/\1/p' "$f")
+    failed=$(sed -nE 's/^\[  FAILED  \] ([0-9]+) tests?, listed below.*/\1/p' "$f")
+    skipped=$(sed -nE 's/^\[  SKIPPED \] ([0-9]+) tests?, listed below.*/\1/p' "$f")
+    ran=$((ran + ${passed:-0} + ${failed:-0} + ${skipped:-0}))
+    bad=$((bad + ${failed:-0}))
+    if ! grep -q '^exit status 0$' "$f"; then
+      [ "${failed:-0}" -eq 0 ] && bad=$((bad + 1))
+      echo "$(basename "$f") (shard of $(basename "${f%.*}")):" >&2
+      grep -E "^\[  FAILED  \]|ERROR: (Address|Leak|Undefined)Sanitizer|runtime error|exit status" "$f" | head -n 20 >&2
+    fi
+  done
+  if [ "$ran" -ne "${listed:-0}" ]; then
+    echo "sanitize: the shards ran $ran tests, ctest lists ${listed:-0}" >&2
+    bad=$((bad + 1))
+  fi
+  echo "$ran $bad"
+  [ "$bad" -eq 0 ]
+}
+
 build_tsan() {  # build_tsan <target>: false (and a recorded failure) when it does not build
   configure build-tsan "-fsanitize=thread" && ninja -C build-tsan "$1" >"$log/tsan-build" 2>&1 && return 0
   tail -n 40 "$log/tsan-build" 2>/dev/null
@@ -92,12 +139,10 @@ for part in "${parts[@]}"; do
       # One bf16 tolerance test is left out: clang rounds the random MoE fixture's
       # near-tied router logits differently from g++ (deterministically, valgrind-clean)
       # and one position routes to another expert. Its f32 parity still runs.
-      (cd build-asan && ctest --output-on-failure -j2 --timeout 900 -E 'Bf16ComputeStaysClose/qwen3_moe_tiny') \
-        >"$log/asan-ctest" 2>&1
+      counts=$(gtest_shards build-asan "$log/asan-unit" '*Bf16ComputeStaysClose/qwen3_moe_tiny*')
       rc=$?
-      grep -E "Failed|\*\*\*|tests passed" "$log/asan-ctest" | tail -n 20
-      read -r total failed < <(ctest_counts "$log/asan-ctest")
-      record asan-ctest $rc "$total" "$failed"
+      read -r total failed <<<"$counts"
+      record asan-unit $rc "${total:-0}" "${failed:-0}"
       e2e "$root/build-asan/fathom" "$log/asan-e2e" api.test.mjs errors.test.mjs load.test.mjs hardening.test.mjs \
         memory.test.mjs speculation.test.mjs batching.test.mjs ../webui/chat_page.test.mjs ../cli/chat.test.mjs
       rc=$?

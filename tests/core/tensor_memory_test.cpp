@@ -18,14 +18,7 @@
 
 #include "core/process_memory.h"
 #include "core/tensor.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define FATHOM_SANITIZED_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define FATHOM_SANITIZED_BUILD 1
-#endif
-#endif
+#include "sanitized_build.h"
 
 namespace fathom {
 namespace {
@@ -63,9 +56,8 @@ TEST(TensorMemory, ReservedStorageIsCommittedAsItIsWritten) {
 // The server charges each of its threads this much before they exist (they
 // start after it measures itself): it must cover what a thread makes resident.
 TEST(ProcessMemory, AThreadIsChargedAtLeastWhatItMakesResident) {
-#ifdef FATHOM_SANITIZED_BUILD
-  GTEST_SKIP() << "skipped: a sanitizer's runtime gives each thread state of its own that a release build has not";
-#endif
+  if (testing::kSanitizedBuild)
+    GTEST_SKIP() << "skipped: a sanitizer's runtime gives each thread state of its own that a release build has not";
   constexpr int kThreads = 48;
   std::mutex m;
   std::condition_variable cv;

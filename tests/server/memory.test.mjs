@@ -79,9 +79,10 @@ test("under a memory budget: the context is what fits, a request that cannot fit
     assert.equal(open.status, 200);
     assert.equal(open.body.usage.prompt_tokens + open.body.usage.completion_tokens, fits);
 
-    // A long run of the largest requests that fit keeps the process under the budget.
+    // A long run of the largest requests that fit keeps the process under the budget
+    // (once where resident memory is not checked: a sanitized binary's is not the release's).
     const prompt = open.body.usage.prompt_tokens;
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < (checksMemory ? 3 : 1); i++) {
       const r = await chat(server.url, { max_tokens: fits - prompt, logit_bias: eos, seed: 100 + i });
       assert.equal(r.status, 200, JSON.stringify(r.body));
       assert.equal(r.body.usage.completion_tokens, fits - prompt);
