@@ -27,7 +27,7 @@ stage=.device/gpu-stage
 rm -rf .device && mkdir -p "$stage"
 ninja -C "$build" fathom_core fathom_text fathom_text_tokenizer >/dev/null
 libs=("$build/libfathom_core.a" "$build/libfathom_text.a" "$build/libfathom_text_tokenizer.a" "$build/libfathom_core.a")
-cuda=(-L/usr/local/cuda/lib64 -lcudart_static -lcublas -ldl -lrt)
+cuda=(-L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt)  # cuBLAS is opened at run time (cublas_library.h)
 static=(-l:libpcre2-8.a -l:libutf8proc.a -lpthread -Wl,--gc-sections)
 case "$what" in
   tests)
