@@ -19,9 +19,14 @@ void resolve(void* library, const char* library_name, const char* symbol, Fn& ou
 
 CublasLibrary load() {
   const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-  // Never unloaded: handles made from it live until the process ends.
+  // Never unloaded: handles made from it live until the process ends. The
+  // loader's search path first, then the toolkit this was built against
+  // (where a linked cuBLAS was found through the build's run path).
   void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library) fail("cuda: cannot load ", name, " (", dlerror(), "); the CUDA backend needs cuBLAS ", CUBLAS_VER_MAJOR);
+  if (!library) library = dlopen((std::string(FATHOM_CUBLAS_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library)
+    fail("cuda: cannot load ", name, " (", dlerror(), ") from the library path or ", FATHOM_CUBLAS_DIR,
+         "; the CUDA backend needs cuBLAS ", CUBLAS_VER_MAJOR);
   CublasLibrary lib{};
   resolve(library, name.c_str(), "cublasCreate_v2", lib.create);
   resolve(library, name.c_str(), "cublasDestroy_v2", lib.destroy);

@@ -23,6 +23,10 @@ struct CublasLibrary {
                             cublasComputeType_t compute, cublasGemmAlgo_t algo);
 };
 
+// The entry point's type agrees with the header's C declaration (the cast
+// picks the overload of that type, and fails to compile without one).
+static_assert(sizeof(static_cast<decltype(CublasLibrary::gemm_ex)>(&::cublasGemmEx)) > 0);
+
 // Loads libcublas.so.<the major version built against> once (thread-safe)
 // and resolves every entry point; an error naming the library and symbol
 // where that fails.
