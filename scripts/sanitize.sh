@@ -39,14 +39,7 @@ configure() {
     -DCMAKE_EXE_LINKER_FLAGS="$flags" "$@" >/dev/null
 }
 
-# ctest_counts <log>, node_counts <log>: "total failed" from a runner's summary
-ctest_counts() {
-  local line total failed
-  line=$(grep -E '[0-9]+% tests passed' "$1" | tail -n 1)
-  total=$(sed -nE 's/.* out of ([0-9]+).*/\1/p' <<<"$line")
-  failed=$(sed -nE 's/.* ([0-9]+) tests? failed.*/\1/p' <<<"$line")
-  echo "${total:-0} ${failed:-0}"
-}
+# node_counts <log>: "total failed" from node's summary
 node_counts() {
   local total failed
   total=$(sed -nE 's/^ℹ tests ([0-9]+).*/\1/p' "$1" | tail -n 1)
@@ -106,7 +99,10 @@ gtest_shards() {
     if ! grep -q '^exit status 0$' "$f"; then
       [ "${failed:-0}" -eq 0 ] && bad=$((bad + 1))
       echo "$(basename "$f") (shard of $(basename "${f%.*}")):" >&2
-      grep -E "^\[  FAILED  \]|ERROR: (Address|Leak|Undefined)Sanitizer|runtime error|exit status" "$f" | head -n 20 >&2
+      # each failed test with the lines gtest printed before it (its assertion), a report, the status
+      grep -E -B 12 "^\[  FAILED  \] [^ ]+\.[^ ]+ \(|ERROR: (Address|Leak|Undefined)Sanitizer|runtime error" "$f" |
+        head -n 60 >&2
+      tail -n 1 "$f" >&2
     fi
   done
   if [ "$ran" -ne "${listed:-0}" ]; then
