@@ -274,8 +274,9 @@ TEST_P(DeviceParity, WideReplayedStepsEqualEagerSteps) {
       last[size_t(i)] = int32_t(std::max_element(row, row + vocab) - row);
     }
   }
-  if (eager->config().num_experts == 0 && !eager->config().enable_moe_block)
+  if (eager->config().num_experts == 0 && !eager->config().enable_moe_block) {
     EXPECT_GE(replayed->backend().step_replays().replays - replays_before, 8);
+  }
 }
 
 std::string case_name(const ::testing::TestParamInfo<DeviceCase>& info) {
