@@ -1,5 +1,5 @@
 // cuBLAS, loaded when the first CUDA backend is made rather than when the
-// process starts. libcublasLt's static constructors take ~0.3 s and ~200 MB
+// process starts. libcublasLt's static constructors take ~0.4 s and ~200 MB
 // of resident memory: linked directly, every run of a CUDA build paid that,
 // the CPU ones included (and their memory contract with it).
 #pragma once

@@ -74,8 +74,9 @@ CudaBackend::CudaBackend(int device)
   // cuBLAS gets its workspace from us: captured into a graph, it must not
   // allocate on its own.
   workspace_ = allocate({cuda_memory::kCublasWorkspaceBytes / 4}, DType::i32);
-  check_cublas(cublas_library().set_workspace(ctx_->cublas, workspace_.raw(), size_t(cuda_memory::kCublasWorkspaceBytes)),
-               "set cuBLAS's workspace");
+  check_cublas(
+      cublas_library().set_workspace(ctx_->cublas, workspace_.raw(), size_t(cuda_memory::kCublasWorkspaceBytes)),
+      "set cuBLAS's workspace");
   auto env_is = [](const char* name, const char* value) {
     const char* v = std::getenv(name);
     return v && std::string(v) == value;
@@ -443,8 +444,9 @@ void CudaBackend::gemm(const void* w, const void* xs, cudaDataType type, int64_t
            uint64_t(K), uint64_t(type), uint64_t(ldy), uint64_t(accumulate)},
           [=, h = ctx_->cublas](cudaStream_t) {
             const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-            check_cublas(cublas_library().gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, type, int(K), xs,
-                                      type, int(K), &beta, y, CUDA_R_32F, int(ldy), compute, CUBLAS_GEMM_DEFAULT),
+            check_cublas(cublas_library().gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, w, type,
+                                                  int(K), xs, type, int(K), &beta, y, CUDA_R_32F, int(ldy), compute,
+                                                  CUBLAS_GEMM_DEFAULT),
                          "matmul");
           });
 }
