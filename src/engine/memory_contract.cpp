@@ -449,11 +449,12 @@ int64_t MemoryContract::runtime_bytes() const {
                           cm::aligned(std::max(cm::kArenaStageBytes, stage + stage / 4));
     return cm::kCublasWorkspaceBytes + kKvSlabBytes + 3 * chunk;
   }
-  // `fathom bench` on the 10 MB test model (make_tiny_model.mjs, 8 + 8 tokens,
-  // 1 thread) peaks at 22.1-22.3 MB resident, of which the other terms
-  // predict 12.2 MB: about 10 MB is the binary, its libraries, the thread
-  // pool and the allocator's arenas. Rounded up (bench/RESULTS.md, "Memory contract").
-  return int64_t(11) << 20;
+  // The binary, its libraries, the thread pool and the allocator's arenas:
+  // `fathom bench` on the tiny parity fixtures (16 + 4 tokens, 1-2 threads)
+  // peaks 11.3-11.6 MiB above what the other terms predict (a CUDA build,
+  // run on the CPU). Rounded up with room for other processors' kernels
+  // (bench/RESULTS.md, "Memory contract"; tests/cli: fit bounds bench's peak).
+  return int64_t(13) << 20;
 }
 
 void MemoryContract::set_speculation(int64_t draft_tokens, std::shared_ptr<const MemoryContract> draft) {

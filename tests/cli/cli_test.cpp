@@ -13,6 +13,7 @@
 #include "io/model_config.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "sanitized_build.h"
 #include "test_util.h"
 
 namespace fathom {
@@ -156,6 +157,25 @@ nlohmann::json fit_json(const std::string& model, const std::string& flags) {
   const RunResult r = run("fit --model " + model + " --threads 1 --json " + flags);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+// The contract's promise on the CPU: what fit predicts for a run bounds the
+// resident peak of that run. (A CUDA build once linked cuBLAS, whose
+// constructors alone made ~160 MB resident that no term knew of.)
+TEST(Cli, FitBoundsTheResidentPeakOfTheRun) {
+  if (testing::kSanitizedBuild) GTEST_SKIP() << "skipped: a sanitizer's shadow memory and quarantine are not the release's";
+  for (const char* fixture : {"qwen3_untied_4layer", "qwen3_5_text", "gemma3_sliding"}) {
+    const std::string model = std::string(FATHOM_FIXTURES_DIR) + "/parity/" + fixture;
+    for (const char* threads : {"1", "2"}) {
+      const RunResult predicted = run("fit --model " + model + " --ctx 20 --json --threads " + threads);
+      ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+      const nlohmann::json fit = nlohmann::json::parse(predicted.out);
+      const RunResult bench = run("bench --model " + model + " --prompt-tokens 16 --gen-tokens 4 --threads " + threads);
+      ASSERT_EQ(bench.exit_code, 0) << bench.err;
+      const int64_t peak = nlohmann::json::parse(bench.out)["peak_rss_bytes"].get<int64_t>();
+      EXPECT_LE(peak, fit["total_bytes"].get<int64_t>()) << fixture << " at " << threads << " threads";
+    }
+  }
 }
 
 // fathom quantize writes a folder the other commands take as it is (fit reads
