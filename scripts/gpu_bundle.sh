@@ -14,17 +14,20 @@
 # The bench binary fits only without the PTX of a default build: bundle from
 # an sm_90a-only build (ccache makes it quick beside build/):
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real
-#   scripts/gpu_bundle.sh tests|bench|server [build dir]
+#   scripts/gpu_bundle.sh tests|bench|server [build dir] [name]
+# The bundle is .device/NAME.tar.xz (gpu by default); bundles of other names
+# stay, so that bundles of two commits travel together (gpu_compare.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:?tests, bench or server}
 build=${2:-build}
+name=${3:-gpu}
 grep -q "DFATHOM_WITH_CUDA" "$build/build.ninja" || { echo "$build has no CUDA backend" >&2; exit 1; }
 exclude=$(git rev-parse --git-path info/exclude)
 mkdir -p "$(dirname "$exclude")"
 grep -qxF '/.device/' "$exclude" 2>/dev/null || echo '/.device/' >> "$exclude"
 stage=.device/gpu-stage
-rm -rf .device && mkdir -p "$stage"
+rm -rf "$stage" ".device/$name.tar.xz" && mkdir -p "$stage"
 ninja -C "$build" fathom_core fathom_text fathom_text_tokenizer >/dev/null
 libs=("$build/libfathom_core.a" "$build/libfathom_text.a" "$build/libfathom_text_tokenizer.a" "$build/libfathom_core.a")
 cuda=(-L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt)  # cuBLAS is opened at run time (cublas_library.h)
@@ -47,6 +50,6 @@ case "$what" in
   *) echo "gpu_bundle.sh: tests, bench or server, not $what" >&2; exit 1 ;;
 esac
 find "$stage" -maxdepth 1 -type f -exec strip {} +  # the binaries (lib/ holds Debian's, stripped already)
-tar cf - -C "$stage" . | xz --x86 --lzma2=preset=9e,nice=273 > .device/gpu.tar.xz
+tar cf - -C "$stage" . | xz --x86 --lzma2=preset=9e,nice=273 > ".device/$name.tar.xz"
 rm -rf "$stage"
-ls -l .device/gpu.tar.xz
+ls -l ".device/$name.tar.xz"
