@@ -7,9 +7,10 @@
 # each model (random weights of the 8B shape, drawn on the GPU) decodes with
 # every bench bundle in turn, round after round, so that a number is compared
 # only with its neighbours of the same call; last, with PROFILE=1, the step
-# graph of the last bundle named is timed kernel by kernel.
+# graph of each bench bundle is timed kernel by kernel.
 #   [MODELS="bf16 q4g64 q8g64"] [BATCHES="1"] [ROUNDS=2] [PROFILE=1] \
 #     scripts/gpu_compare.sh tests main change [more bench bundles…]
+# (a tests bundle of "-" runs no tests: the bench bundles only).
 # Everything printed also goes to $OUT/log (a call that runs out of time
 # still brings back what it measured).
 set -uo pipefail
@@ -18,9 +19,10 @@ cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu_compare}
 mkdir -p "$out"
 exec > >(tee -a "$out/log") 2>&1
-tests=$1
+tests=("$1")
 shift
-for name in "$tests" "$@"; do
+[ "$tests" = - ] && tests=()  # "-": no tests bundle, the bench bundles only
+for name in "${tests[@]}" "$@"; do
   [ -f ".device/$name.tar.xz" ] || { echo "no .device/$name.tar.xz" >&2; exit 2; }
   rm -rf "/tmp/fathom-$name" && mkdir -p "/tmp/fathom-$name" && tar xJf ".device/$name.tar.xz" -C "/tmp/fathom-$name"
 done
@@ -30,11 +32,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 lscpu | grep 'Model name'
 echo "ceilings: $(python3 scripts/gpu_ceilings.py 2>/dev/null)"
 
-echo "== $tests: op suite and fixture parity on cuda"
-timeout 240 "/tmp/fathom-$tests/gpu_tests" --gtest_filter='*OpSuite*/cuda:*DeviceParity*:*DeviceMemory*' \
-  --gtest_brief=1 > "$out/tests.log" 2>&1
-echo "rc $? after ${SECONDS} s"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) \]|Failure|^\[  FAILED" "$out/tests.log" | head -40
+for name in "${tests[@]}"; do
+  echo "== $name: op suite and fixture parity on cuda"
+  timeout 240 "/tmp/fathom-$name/gpu_tests" --gtest_filter='*OpSuite*/cuda:*DeviceParity*:*DeviceMemory*' \
+    --gtest_brief=1 > "$out/tests.log" 2>&1
+  echo "rc $? after ${SECONDS} s"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) \]|Failure|^\[  FAILED" "$out/tests.log" | head -40
+done
 
 fields() { tr -d ' \n' | grep -o '"\(decode_tok_s\|gpu_ms_per_replay\)":[^,}]*' | tr '\n' ' '; }
 model=/dev/shm/compare-model
@@ -57,10 +61,13 @@ for weights in ${MODELS:-bf16 q4g64}; do
     done
   done
   if [ "${PROFILE:-0}" = 1 ]; then
-    last=${!#}
-    timeout 120 "/tmp/fathom-$last/fathom_bench" --model "$model" --device cuda --dtype bf16 --synthetic-context \
-      --prompt-tokens 512 --gen-tokens 64 --repeat 1 --profile-step-graph 2>/dev/null > "$out/profile-$weights.json"
-    python3 scripts/graph_costs.py < "$out/profile-$weights.json" | head -24
+    for name in "$@"; do
+      echo "$weights $name:"
+      profile="$out/profile-$weights-$name.json"
+      timeout 120 "/tmp/fathom-$name/fathom_bench" --model "$model" --device cuda --dtype bf16 --synthetic-context \
+        --prompt-tokens 512 --gen-tokens 64 --repeat 1 --profile-step-graph 2>/dev/null > "$profile"
+      python3 scripts/graph_costs.py < "$profile" | head -24
+    done
   fi
 done
 rm -rf "$model"
