@@ -8,7 +8,7 @@
 # every bench bundle in turn, round after round, so that a number is compared
 # only with its neighbours of the same call; last, with PROFILE=1, the step
 # graph of each bench bundle is timed kernel by kernel.
-#   [MODELS="bf16 q4g64 q8g64"] [BATCHES="1"] [ROUNDS=2] [PROFILE=1] \
+#   [MODELS="bf16 q4g64 q8g64"] [BATCHES="1"] [ROUNDS=2] [PROFILE=1] [RUN="fathom_bench arguments"] [RUN_TIMEOUT=90] \
 #     scripts/gpu_compare.sh tests main change [more bench bundles…]
 # (a tests bundle of "-" runs no tests: the bench bundles only).
 # Everything printed also goes to $OUT/log (a call that runs out of time
@@ -40,6 +40,10 @@ for name in "${tests[@]}"; do
   grep -E "^\[  (PASSED|FAILED|SKIPPED) \]|Failure|^\[  FAILED" "$out/tests.log" | head -40
 done
 
+# A run's context and length: a synthetic context is drawn on the host, row by
+# row, which takes minutes for 64 sequences of 512 tokens; wide batches
+# prefill a short prompt instead, e.g. RUN="--prompt-tokens 128 --gen-tokens 32 --repeat 2".
+RUN=${RUN:---synthetic-context --prompt-tokens 512 --gen-tokens 64 --repeat 3}
 fields() { tr -d ' \n' | grep -o '"\(decode_tok_s\|gpu_ms_per_replay\)":[^,}]*' | tr '\n' ' '; }
 model=/dev/shm/compare-model
 [ "$(df --output=avail -B1G /dev/shm 2>/dev/null | tail -1)" -ge 40 ] 2>/dev/null || model=/tmp/compare-model
@@ -54,9 +58,9 @@ for weights in ${MODELS:-bf16 q4g64}; do
   for round in $(seq "${ROUNDS:-2}"); do
     for batch in ${BATCHES:-1}; do
       for name in "$@"; do
-        echo "$weights batch $batch round $round $name: $(timeout 90 "/tmp/fathom-$name/fathom_bench" --model "$model" \
-          --device cuda --dtype bf16 --synthetic-context --prompt-tokens 512 --gen-tokens 64 --repeat 3 \
-          --batch "$batch" 2>&1 | fields)"
+        # shellcheck disable=SC2086  # RUN holds several arguments
+        echo "$weights batch $batch round $round $name: $(timeout "${RUN_TIMEOUT:-90}" "/tmp/fathom-$name/fathom_bench" \
+          --model "$model" --device cuda --dtype bf16 $RUN --batch "$batch" 2>&1 | fields)"
       done
     done
   done

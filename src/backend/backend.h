@@ -71,7 +71,7 @@ class Backend {
   // device may record them and run them as one unit — the CUDA backend replays
   // a graph — so `step` must not read back device data before it returns:
   // what it downloads is filled in by the time run_step returns.
-  virtual Tensor run_step(const std::function<Tensor()>& step) { return step(); }
+  virtual void run_step(const std::function<void()>& step) { step(); }
   // How run_step has run steps so far: replayed, captured anew (a new shape),
   // and kernel nodes updated for a replay. All zero where steps run as called.
   struct StepReplays {
@@ -185,6 +185,12 @@ class Backend {
   void scatter_add_rows(const Tensor& src, const std::vector<int32_t>& rows, const std::vector<float>& weights,
                         Tensor& dst);
 
+  // --- Picking ---
+  // ids[r] (i32) = the greedy pick of row r of x [rows, vocab] (f32): the
+  // first index of its largest value, NaNs never picked (cpu::argmax's rule),
+  // so a step's logits need not leave the device to be decoded greedily.
+  void argmax_rows(const Tensor& x, Tensor& ids);
+
   // --- Mixture of experts ---
   // Per row of logits [T, E]: softmax, the k most probable experts (ties to the
   // lower index) into ids [T, k] (i32) and their probabilities into weights
@@ -262,6 +268,7 @@ class Backend {
   virtual void gather_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst) = 0;
   virtual void scatter_add_rows_impl(const Tensor& src, const std::vector<int32_t>& rows,
                                      const std::vector<float>& weights, Tensor& dst) = 0;
+  virtual void argmax_rows_impl(const Tensor& x, Tensor& ids) = 0;
   virtual void route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale,
                                 Tensor& ids, Tensor& weights) = 0;
   // The routing brought to the host, then each picked expert run once over

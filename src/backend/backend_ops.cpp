@@ -151,6 +151,16 @@ void Backend::scatter_add_rows(const Tensor& src, const std::vector<int32_t>& ro
   scatter_add_rows_impl(src, rows, weights, dst);
 }
 
+void Backend::argmax_rows(const Tensor& x, Tensor& ids) {
+  const OpScope scope(profile_, "argmax_rows");
+  expect_f32(x, "argmax_rows", "x");
+  expect_rank(x, 2, "argmax_rows", "x");
+  check(x.dim(1) >= 1, "argmax_rows: rows of ", x.dim(1), " values have nothing to pick");
+  check(ids.dtype() == DType::i32 && ids.rank() == 1 && ids.dim(0) == x.dim(0), "argmax_rows: ids ",
+        dtype_name(ids.dtype()), " ", ids.shape_string(), " should be i32 [", x.dim(0), "]");
+  argmax_rows_impl(x, ids);
+}
+
 void Backend::route_top_k(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale, Tensor& ids,
                           Tensor& weights) {
   const OpScope scope(profile_, "route_top_k");

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 
+#include "backend/cpu/kernels.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/speculation_options.h"
@@ -17,7 +18,6 @@
 #include "core/process_memory.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
-#include "engine/sampler.h"
 #include "text/tokenizer/tokenizer.h"
 
 namespace fathom::cli {
@@ -129,16 +129,17 @@ Command add_bench_command(CLI::App& app) {
           continue;
         }
         const Tensor logits = prefill(*model, *states.back(), ids, *policy, false);
-        next[b] = argmax({logits.data<float>(), size_t(config.vocab_size)});
+        next[b] = cpu::argmax({logits.data<float>(), size_t(config.vocab_size)});
       }
       if (o->profile_ops) model->backend().set_op_profile(&decode_ops);
       const auto t1 = clock::now();
       std::vector<SequenceStep> step(batch);
       for (int64_t i = 0; i < o->gen_tokens; ++i) {
-        for (size_t b = 0; b < batch; ++b) step[b] = {states[b].get(), {next[b]}, WantLogits::last};
-        const Tensor logits = model->forward(step);
-        for (size_t b = 0; b < batch; ++b)
-          next[b] = argmax({logits.data<float>() + int64_t(b) * config.vocab_size, size_t(config.vocab_size)});
+        // Greedy, as the engine decodes a greedy run: each row's pick made
+        // where the logits are.
+        for (size_t b = 0; b < batch; ++b) step[b] = {states[b].get(), {next[b]}, WantLogits::pick};
+        const Tensor picks = model->forward(step).picks;
+        for (size_t b = 0; b < batch; ++b) next[b] = picks.data<int32_t>()[b];
       }
       const auto t2 = clock::now();
       model->backend().set_op_profile(nullptr);

@@ -14,11 +14,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "backend/cpu/kernels.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "core/error.h"
 #include "engine/generator.h"
-#include "engine/sampler.h"
 #include "io/safetensors.h"
 #include "text/tokenizer/tokenizer.h"
 
@@ -127,13 +127,13 @@ Command add_kv_eval_command(CLI::App& app) {
       std::vector<int32_t> ref_top;
       for (int64_t r = 0; r < end - begin; ++r) {
         ref_log.push_back(log_softmax(ref.data<float>() + r * vocab, vocab));
-        ref_top.push_back(argmax({ref.data<float>() + r * vocab, size_t(vocab)}));
+        ref_top.push_back(cpu::argmax({ref.data<float>() + r * vocab, size_t(vocab)}));
       }
       for (size_t s = 0; s < models.size(); ++s) {
         const Tensor got = models[s]->forward(piece, *states[s], true);
         for (int64_t r = 0; r < end - begin; ++r) {
           kls[s].push_back(kl_divergence(ref_log[r], log_softmax(got.data<float>() + r * vocab, vocab)));
-          agree[s] += argmax({got.data<float>() + r * vocab, size_t(vocab)}) == ref_top[r];
+          agree[s] += cpu::argmax({got.data<float>() + r * vocab, size_t(vocab)}) == ref_top[r];
         }
       }
     }

@@ -31,6 +31,10 @@ struct GenerationRequest {
   // row after adjust_logits and sees every emitted token. Drafts it rejects
   // are cut before verification. Used by this request alone.
   std::shared_ptr<TokenConstraint> constraint;
+  // Whether on_token reads each token's logits (log-probabilities). Without
+  // them a greedy run takes its tokens as the device's picks, and its logits
+  // never reach the host (on_token then sees none).
+  bool token_logits = false;
 };
 
 // Speculative decoding for generate(): a drafter and the most tokens it may
@@ -45,7 +49,7 @@ struct Speculation {
 // What on_token sees for each generated id.
 struct GeneratedToken {
   int32_t id = 0;
-  std::span<const float> logits;  // the (adjusted) logits it was sampled from
+  std::span<const float> logits;  // the (adjusted) logits it was sampled from; empty for a pick
 };
 
 struct GenerationResult {

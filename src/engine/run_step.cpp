@@ -42,9 +42,9 @@ bool run_step(const Model& model, std::span<SequenceRun* const> runs, int64_t to
     }
   if (step.empty()) return false;
 
-  Tensor logits;
+  StepOutput out;
   try {
-    logits = model.forward(step);
+    out = model.forward(step);
   } catch (const std::bad_alloc&) {
     for (SequenceRun* run : planned) run->stop("error", "out of memory");
     return true;
@@ -52,8 +52,11 @@ bool run_step(const Model& model, std::span<SequenceRun* const> runs, int64_t to
     for (SequenceRun* run : planned) run->stop("error", e.what());
     return true;
   }
-  std::vector<int64_t> first_rows(planned.size());
-  for (size_t i = 1; i < planned.size(); ++i) first_rows[i] = first_rows[i - 1] + step[i - 1].logit_rows();
+  std::vector<int64_t> first_rows(planned.size()), picks(planned.size());
+  for (size_t i = 1; i < planned.size(); ++i) {
+    first_rows[i] = first_rows[i - 1] + step[i - 1].logit_rows();
+    picks[i] = picks[i - 1] + step[i - 1].picks();
+  }
   // Each run samples from its own row with its own sampler: a wide step's
   // rows are sampled across the pool's threads, kSamplingRowsPerThread or
   // more each (64 rows of a 128k vocabulary on one thread held a GPU's
@@ -63,10 +66,10 @@ bool run_step(const Model& model, std::span<SequenceRun* const> runs, int64_t to
   // than they saved (bench/RESULTS.md).
   if (int64_t(planned.size()) >= 2 * kSamplingRowsPerThread)
     ThreadPool::global().parallel_for(int64_t(planned.size()), kSamplingRowsPerThread, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) planned[size_t(i)]->sample_ahead(logits, first_rows[size_t(i)]);
+      for (int64_t i = begin; i < end; ++i) planned[size_t(i)]->sample_ahead(out.logits, first_rows[size_t(i)]);
     });
   for (size_t i = 0; i < planned.size(); ++i)
-    or_stop(*planned[i], [&] { planned[i]->absorb(logits, first_rows[i]); });
+    or_stop(*planned[i], [&] { planned[i]->absorb(out, first_rows[i], picks[i]); });
   return true;
 }
 

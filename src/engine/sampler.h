@@ -48,6 +48,4 @@ class Sampler {
   TokenDistribution scratch_;
 };
 
-int32_t argmax(std::span<const float> logits);
-
 }  // namespace fathom

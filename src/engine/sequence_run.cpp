@@ -104,7 +104,9 @@ std::optional<SequenceStep> SequenceRun::plan(int64_t budget) {
     if (planned_ <= 0) return std::nullopt;
     const auto begin = request_.prompt.begin() + prefilled_;
     const bool last = prefilled_ + planned_ == total;
-    return SequenceStep{state_.get(), {begin, begin + planned_}, last ? WantLogits::last : WantLogits::none};
+    picking_ = last && request_.max_new_tokens > 0 && picks_suffice();
+    const WantLogits want = picking_ ? WantLogits::pick : last ? WantLogits::last : WantLogits::none;
+    return SequenceStep{state_.get(), {begin, begin + planned_}, want};
   }
   // Decode: the pending token, and drafts when a drafter has some.
   draft_ = {};
@@ -121,7 +123,8 @@ std::optional<SequenceStep> SequenceRun::plan(int64_t budget) {
   if (request_.constraint) cut_drafts_to_constraint();
   const int64_t drafted = int64_t(draft_.tokens.size());
   ++result_.spec.target_passes;
-  if (drafted == 0) return SequenceStep{state_.get(), {next_}, WantLogits::last};
+  picking_ = drafted == 0 && picks_suffice();
+  if (drafted == 0) return SequenceStep{state_.get(), {next_}, picking_ ? WantLogits::pick : WantLogits::last};
   std::vector<int32_t> ids = {next_};
   ids.insert(ids.end(), draft_.tokens.begin(), draft_.tokens.end());
   state_->begin(int64_t(ids.size()));
@@ -141,9 +144,15 @@ void SequenceRun::cut_drafts_to_constraint() {
   if (!draft_.dists.empty()) draft_.dists.resize(size_t(allowed));
 }
 
+bool SequenceRun::picks_suffice() const {
+  const SamplingParams& p = request_.sampling;
+  return p.temperature == 0.0f && p.repetition_penalty == 1.0f && !request_.adjust_logits && !request_.constraint &&
+         !(on_token_ && request_.token_logits);
+}
+
 void SequenceRun::sample_ahead(const Tensor& logits, int64_t first_row) noexcept {
   sampled_ahead_ = false;
-  if (phase_ == Phase::finished || request_.constraint || !draft_.tokens.empty()) return;
+  if (phase_ == Phase::finished || picking_ || request_.constraint || !draft_.tokens.empty()) return;
   if (phase_ == Phase::prefill &&
       (prefilled_ + planned_ < int64_t(request_.prompt.size()) || request_.max_new_tokens == 0))
     return;
@@ -155,29 +164,35 @@ void SequenceRun::sample_ahead(const Tensor& logits, int64_t first_row) noexcept
   }
 }
 
-std::span<const float> SequenceRun::sampled_row(const Tensor& logits, int64_t first_row) {
+std::span<const float> SequenceRun::sampled_row(const StepOutput& out, int64_t first_row, int64_t pick) {
+  if (std::exchange(picking_, false)) {
+    check(pick >= 0 && pick < out.picks.numel(), "sequence run: pick ", pick, " of a step with ", out.picks.numel());
+    next_ = out.picks.data<int32_t>()[pick];
+    check(next_ >= 0 && next_ < vocab_, "sequence run: picked token ", next_, " is out of range");
+    return {};
+  }
   if (std::exchange(sampled_ahead_, false)) return ahead_row_;
-  const auto r = row(logits, first_row);
+  const auto r = row(out.logits, first_row);
   next_ = sampler_.sample(r, history_);
   return r;
 }
 
-void SequenceRun::absorb(const Tensor& logits, int64_t first_row) {
+void SequenceRun::absorb(const StepOutput& out, int64_t first_row, int64_t pick) {
   check(phase_ != Phase::finished, "sequence run: logits for a finished run");
-  if (phase_ == Phase::prefill) return absorb_prefill(logits, first_row);
-  if (!draft_.tokens.empty()) return absorb_verify(logits, first_row);
-  const auto r = sampled_row(logits, first_row);
+  if (phase_ == Phase::prefill) return absorb_prefill(out, first_row, pick);
+  if (!draft_.tokens.empty()) return absorb_verify(out.logits, first_row);
+  const auto r = sampled_row(out, first_row, pick);
   if (!emit(next_, r)) finish();
 }
 
-void SequenceRun::absorb_prefill(const Tensor& logits, int64_t first_row) {
+void SequenceRun::absorb_prefill(const StepOutput& out, int64_t first_row, int64_t pick) {
   prefilled_ += planned_;
   if (prefilled_ < int64_t(request_.prompt.size())) return;
   first_token_ = std::chrono::steady_clock::now();
   result_.prefill_seconds = std::chrono::duration<double>(first_token_ - started_).count();
   phase_ = Phase::decode;
   if (request_.max_new_tokens == 0) return finish();
-  const auto first = sampled_row(logits, first_row);
+  const auto first = sampled_row(out, first_row, pick);
   if (!emit(next_, first)) finish();
 }
 

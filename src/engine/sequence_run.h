@@ -57,15 +57,15 @@ class SequenceRun {
   // (none when the budget is 0); a decode row or verify span always runs.
   // Null when it has nothing to run.
   std::optional<SequenceStep> plan(int64_t budget);
-  // The logits of the part it planned: rows [first_row, first_row + n) of
-  // `logits`, n as that SequenceStep asked.
-  void absorb(const Tensor& logits, int64_t first_row);
+  // What the part it planned got back: rows [first_row, first_row + n) of
+  // out.logits, n as that SequenceStep asked, or pick `pick` of out.picks.
+  void absorb(const StepOutput& out, int64_t first_row, int64_t pick);
   // Samples the next token of a decode row or a prompt's last chunk before
   // absorb() takes it, from this run's row and sampler alone: safe beside
   // other runs' sample_ahead on other threads, so a step's rows are sampled
-  // at once. Verify spans and constrained runs (whose masks follow what
-  // absorb emits) are left to absorb; so is a row whose sampling throws,
-  // which absorb then reports.
+  // at once. Verify spans, picks and constrained runs (whose masks follow
+  // what absorb emits) are left to absorb; so is a row whose sampling
+  // throws, which absorb then reports.
   void sample_ahead(const Tensor& logits, int64_t first_row) noexcept;
   // Ends the run now (cancelled, timed out, or its step failed): the state is
   // dropped and the result is final with this finish reason (and error).
@@ -86,11 +86,15 @@ class SequenceRun {
  private:
   enum class Phase { prefill, decode, finished };
   std::span<const float> row(const Tensor& logits, int64_t r);
-  // Row first_row with next_ sampled from it: sample_ahead's, or now.
-  std::span<const float> sampled_row(const Tensor& logits, int64_t first_row);
+  // Whether the token after the last row may be the device's greedy pick:
+  // greedy sampling with nothing that reads or changes the row on the host.
+  bool picks_suffice() const;
+  // The row next_ came from (empty for a pick), with next_ set: the pick,
+  // sample_ahead's draw, or one now.
+  std::span<const float> sampled_row(const StepOutput& out, int64_t first_row, int64_t pick);
   bool emit(int32_t id, std::span<const float> logits);  // false when generation ends with it
   void cut_drafts_to_constraint();
-  void absorb_prefill(const Tensor& logits, int64_t first_row);
+  void absorb_prefill(const StepOutput& out, int64_t first_row, int64_t pick);
   void absorb_verify(const Tensor& logits, int64_t first_row);
   void finish();
   void take_held(int64_t capacity);
@@ -109,6 +113,7 @@ class SequenceRun {
   std::vector<int32_t> history_;  // the prompt and every generated token
   int32_t next_ = 0;              // generated, not in the cache yet
   bool sampled_ahead_ = false;    // next_ is this step's, sampled from ahead_row_
+  bool picking_ = false;          // the part planned last asked for a pick
   std::span<const float> ahead_row_;
   Draft draft_;                   // the drafts being verified
   TokenDistribution target_;

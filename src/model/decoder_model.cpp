@@ -37,21 +37,35 @@ void DecoderModel::load_lm_head(const WeightLoader& w, const std::string& root) 
   lm_head_ = w.matmul_weight(head, config_.vocab_size, config_.hidden_size);
 }
 
-Tensor DecoderModel::logits(const Tensor& x, const StepLayout& layout) const {
+StepOutput DecoderModel::logits(const Tensor& x, const StepLayout& layout) const {
   Backend& b = *backend_;
-  const int64_t n = int64_t(layout.logit_rows.size()), hidden = x.dim(1);
-  if (n == 0) return Tensor::empty({0, config_.vocab_size}, DType::f32);
-  Tensor rows = x;  // every row, in order
-  if (n != x.dim(0)) {
+  const int64_t whole = int64_t(layout.logit_rows.size()), picked = int64_t(layout.pick_rows.size());
+  const int64_t n = whole + picked, hidden = x.dim(1), vocab = config_.vocab_size;
+  StepOutput result{Tensor::empty({whole, vocab}, DType::f32), Tensor::empty({picked}, DType::i32)};
+  if (n == 0) return result;
+  // The rows wanted whole, then the picked ones: x as it is when that is
+  // every row in order.
+  std::vector<int32_t> wanted(layout.logit_rows.begin(), layout.logit_rows.end());
+  wanted.insert(wanted.end(), layout.pick_rows.begin(), layout.pick_rows.end());
+  bool in_order = n == x.dim(0);
+  for (int64_t i = 0; in_order && i < n; ++i) in_order = wanted[size_t(i)] == i;
+  Tensor rows = x;
+  if (!in_order) {
     rows = b.empty({n, hidden}, DType::f32);
-    b.gather_rows(x, std::vector<int32_t>(layout.logit_rows.begin(), layout.logit_rows.end()), rows);
+    b.gather_rows(x, wanted, rows);
   }
-  Tensor out = b.empty({n, config_.vocab_size}, DType::f32);
+  Tensor out = b.empty({n, vocab}, DType::f32);
   Tensor normed = b.empty(rows.shape(), DType::f32);
   b.rms_norm(rows, final_norm_, float(config_.rms_norm_eps), normed);
   b.matmul(normed, lm_head_, nullptr, out, bf16());
   if (config_.final_logit_softcapping) b.soft_cap(out, float(*config_.final_logit_softcapping));
-  return b.download(out);
+  if (whole) result.logits = b.download(picked ? out.slice_rows(0, whole) : out);
+  if (picked) {
+    Tensor ids = b.empty({picked}, DType::i32);
+    b.argmax_rows(whole ? out.slice_rows(whole, n) : out, ids);
+    result.picks = b.download(ids);
+  }
+  return result;
 }
 
 }  // namespace fathom

@@ -35,7 +35,7 @@ class DecoderModel : public Model {
   void load_lm_head(const WeightLoader& w, const std::string& root);
   // final_norm then lm_head over the rows of x the step wants logits for,
   // soft-capped when the config says so, on the host.
-  Tensor logits(const Tensor& x, const StepLayout& layout) const;
+  StepOutput logits(const Tensor& x, const StepLayout& layout) const;
   bool bf16() const { return dtype_ == ComputeDType::bf16; }
   // Call last in the architecture's constructor: on the CPU the weights mapped
   // plus converted, on another device what was placed there.

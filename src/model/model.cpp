@@ -9,13 +9,13 @@ namespace fathom {
 
 Tensor Model::forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const {
   const SequenceStep one[] = {{&state, ids, all_logits ? WantLogits::all : WantLogits::last}};
-  return forward(one);
+  return forward(one).logits;
 }
 
-Tensor Model::forward(std::span<const SequenceStep> step) const {
+StepOutput Model::forward(std::span<const SequenceStep> step) const {
   const ModelConfig& c = config();
   check(!step.empty(), "forward: an empty step");
-  int64_t total_logit_rows = 0;
+  int64_t total_logit_rows = 0, total_picks = 0;
   bool split = false;
   for (size_t i = 0; i < step.size(); ++i) {
     const SequenceStep& s = step[i];
@@ -33,17 +33,21 @@ Tensor Model::forward(std::span<const SequenceStep> step) const {
     for (int32_t id : s.ids)
       check(id >= 0 && id < c.vocab_size, "forward: token id ", id, " is out of range [0, ", c.vocab_size, ")");
     total_logit_rows += s.logit_rows();
+    total_picks += s.picks();
     split = split || t > state.max_step;
   }
-  Tensor out;
-  if (split) out = Tensor::empty({total_logit_rows, c.vocab_size}, DType::f32);
-  // Steps of at most each state's max_step rows; a sequence's logits land at
-  // its offset in `out` (all rows, or the last row of its last piece).
+  StepOutput out;
+  if (split) {
+    out.logits = Tensor::empty({total_logit_rows, c.vocab_size}, DType::f32);
+    out.picks = Tensor::empty({total_picks}, DType::i32);
+  }
+  // Steps of at most each state's max_step rows; a sequence's logits and
+  // pick land at its offsets in `out` (all rows, or the last row of its last piece).
   std::vector<int64_t> done(step.size(), 0);
   for (;;) {
     StepLayout layout;
-    std::vector<int64_t> dst;  // for each logit row of this piece, its row in `out`
-    int64_t offset = 0;
+    std::vector<int64_t> dst, pick_dst;  // for each logit row and pick of this piece, its place in `out`
+    int64_t offset = 0, pick_offset = 0;
     for (size_t i = 0; i < step.size(); ++i) {
       const SequenceStep& s = step[i];
       const int64_t t = int64_t(s.ids.size()), begin = done[i];
@@ -53,6 +57,10 @@ Tensor Model::forward(std::span<const SequenceStep> step) const {
         layout.segments.push_back({s.state, row, end - begin, s.state->length()});
         layout.ids.insert(layout.ids.end(), s.ids.begin() + begin, s.ids.begin() + end);
         for (int64_t r = begin; r < end; ++r) {
+          if (s.logits == WantLogits::pick && r == t - 1) {
+            layout.pick_rows.push_back(row + r - begin);
+            pick_dst.push_back(pick_offset);
+          }
           const bool wanted = s.logits == WantLogits::all || (s.logits == WantLogits::last && r == t - 1);
           if (!wanted) continue;
           layout.logit_rows.push_back(row + r - begin);
@@ -61,15 +69,18 @@ Tensor Model::forward(std::span<const SequenceStep> step) const {
         done[i] = end;
       }
       offset += s.logit_rows();
+      pick_offset += s.picks();
     }
     if (layout.segments.empty()) return out;
-    Tensor logits =
-        replayable(layout) ? backend_->run_step([&] { return forward_step(layout); }) : forward_step(layout);
+    StepOutput piece;
+    if (replayable(layout)) backend_->run_step([&] { piece = forward_step(layout); });
+    else piece = forward_step(layout);
     for (const auto& segment : layout.segments) segment.state->end_step(segment.rows);
-    if (!split) return logits;
+    if (!split) return piece;
     for (size_t r = 0; r < dst.size(); ++r)
-      std::copy_n(logits.data<float>() + int64_t(r) * c.vocab_size, c.vocab_size,
-                  out.data<float>() + dst[r] * c.vocab_size);
+      std::copy_n(piece.logits.data<float>() + int64_t(r) * c.vocab_size, c.vocab_size,
+                  out.logits.data<float>() + dst[r] * c.vocab_size);
+    for (size_t r = 0; r < pick_dst.size(); ++r) out.picks.data<int32_t>()[pick_dst[r]] = piece.picks.data<int32_t>()[r];
   }
 }
 

@@ -51,10 +51,10 @@ class Model {
   virtual std::unique_ptr<SequenceState> new_state(int64_t capacity) const = 0;
   // Runs a step over many sequences (model/step.h): each sequence's ids at
   // positions [state.length(), state.length() + ids.size()), appended to its
-  // state. Returns f32 logits [Σ logit_rows, vocab]: each sequence's rows in
-  // step order. A sequence's run longer than its state's max_step goes
+  // state. Returns the logits and picks its sequences asked for
+  // (model/step.h). A sequence's run longer than its state's max_step goes
   // through several steps (exact: chunked prefill is exact).
-  Tensor forward(std::span<const SequenceStep> step) const;
+  StepOutput forward(std::span<const SequenceStep> step) const;
   // One sequence: a step of one. Logits [ids.size(), vocab] when all_logits,
   // otherwise [1, vocab] for the last position.
   Tensor forward(const std::vector<int32_t>& ids, SequenceState& state, bool all_logits) const;
@@ -75,9 +75,9 @@ class Model {
  protected:
   explicit Model(const LoadOptions& options);
   // One step whose segments are each at most their state's max_step rows
-  // (checked); returns the logits of layout.logit_rows. forward() ends each
-  // state's step afterwards.
-  virtual Tensor forward_step(const StepLayout& layout) const = 0;
+  // (checked); returns the logits of layout.logit_rows and the picks of
+  // layout.pick_rows. forward() ends each state's step afterwards.
+  virtual StepOutput forward_step(const StepLayout& layout) const = 0;
   // Per layer as the config says: a KV layer for each attention layer that
   // owns its cache (sliding ones reuse their oldest block), coded as the scheme says, plain
   // storage in the compute dtype (f32 keeps f32 compute exact); a recurrent

@@ -8,11 +8,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/tensor.h"
 #include "kv/sequence_state.h"
 
 namespace fathom {
 
-enum class WantLogits : uint8_t { none, last, all };
+// What a sequence wants back from its rows: nothing (a prefill chunk before
+// the last), its last row's logits, every row's (a verify span), or only the
+// greedy pick of its last row (Backend::argmax_rows), found where the logits
+// are: a greedy decode row whose logits no one reads never leaves the device.
+enum class WantLogits : uint8_t { none, last, all, pick };
 
 // What one sequence runs in a step.
 struct SequenceStep {
@@ -22,6 +27,14 @@ struct SequenceStep {
   int64_t logit_rows() const {
     return logits == WantLogits::all ? int64_t(ids.size()) : logits == WantLogits::last ? 1 : 0;
   }
+  int64_t picks() const { return logits == WantLogits::pick ? 1 : 0; }
+};
+
+// What a step gives back, on the host: the logits of the rows wanted whole,
+// f32 [Σ logit_rows, vocab], and the picks, i32 [Σ picks]; each sequence's
+// in step order.
+struct StepOutput {
+  Tensor logits, picks;
 };
 
 // Where each sequence's rows sit in a step (what model code iterates over).
@@ -34,6 +47,7 @@ struct StepLayout {
   std::vector<Segment> segments;
   std::vector<int32_t> ids;         // every row's token
   std::vector<int64_t> logit_rows;  // the rows whose logits the step returns, in order
+  std::vector<int64_t> pick_rows;   // the rows whose greedy picks it returns, in order
   int64_t rows() const { return int64_t(ids.size()); }
 };
 

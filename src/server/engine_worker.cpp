@@ -131,6 +131,7 @@ std::unique_ptr<EngineWorker::Running> EngineWorker::start(const std::shared_ptr
   request.max_new_tokens = spec.max_tokens;
   request.sampling = spec.sampling;
   request.stop_ids = spec.stop_ids;
+  request.token_logits = spec.top_logprobs >= 0;  // on_token's log-probabilities read them
   if (spec.grammar)
     request.constraint = std::make_shared<grammar::GrammarConstraint>(
         spec.grammar, std::vector<int32_t>(spec.stop_ids.begin(), spec.stop_ids.end()), spec.reasoning);

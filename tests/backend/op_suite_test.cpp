@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -895,6 +896,62 @@ TEST_P(OpSuite, RowMovementRejectsBadArguments) {
   EXPECT_THROW(backend_->embedding(a.dev, {0, 4}, e), Error);   // id 4 of vocab 4
   EXPECT_THROW(backend_->embedding(a.dev, {0, -1}, e), Error);  // negative id
   EXPECT_THROW(backend_->embedding(a.dev, {0}, e), Error);      // 1 id for 2 rows
+}
+
+// ---------------------------------------------------------------------------
+// Greedy picks
+
+// The first index of the largest non-NaN value; a row with nothing above
+// -inf: its first -inf; a row of NaNs: 0.
+int32_t first_largest(const float* x, int64_t n) {
+  int32_t best = -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isnan(x[i]) && (best < 0 || x[i] > x[best])) best = int32_t(i);
+  return std::max(best, 0);
+}
+
+TEST_P(OpSuite, ArgmaxRows) {
+  SCOPED_TRACE(seed_note());
+  constexpr float kNan = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+  // One span, a span and one more, many spans, and more spans than a row may
+  // take (they widen).
+  for (const int64_t n : {1, 7, 4096, 4097, 70001, 300000}) {
+    const int64_t rows = 9;
+    std::vector<float> x(size_t(rows * n));
+    for (float& v : x) v = uniform(-8.0f, 8.0f);
+    std::uniform_int_distribution<int64_t> at(0, n - 1);
+    float* r = x.data();
+    // Row 1: its largest value three times, the first in a random place.
+    const int64_t tie = at(rng_);
+    for (const int64_t i : {tie, std::min(n - 1, tie + 4096), n - 1}) r[n + i] = 9.5f;
+    // Row 2: NaNs, one of them where the largest value would be.
+    *std::max_element(r + 2 * n, r + 3 * n) = kNan;
+    for (int k = 0; k < 5; ++k) r[2 * n + at(rng_)] = kNan;
+    // Row 3: +inf twice. Row 4: every value -inf. Row 5: -inf and NaN.
+    // Row 6: NaN only. Row 7: all one value.
+    r[3 * n + at(rng_)] = kInf, r[3 * n + at(rng_)] = kInf;
+    std::fill(r + 4 * n, r + 5 * n, -kInf);
+    for (int64_t i = 0; i < n; ++i) r[5 * n + i] = i % 3 == 0 ? kNan : -kInf;
+    std::fill(r + 6 * n, r + 7 * n, kNan);
+    std::fill(r + 7 * n, r + 8 * n, 0.25f);
+    const Tensor dev = upload(x, {rows, n});
+    Tensor ids = out({rows}, DType::i32);
+    backend_->argmax_rows(dev, ids);
+    const std::vector<int32_t> got = read_i32(ids);
+    for (int64_t row = 0; row < rows; ++row)
+      EXPECT_EQ(got[size_t(row)], first_largest(x.data() + row * n, n)) << "argmax_rows n=" << n << " row " << row;
+  }
+}
+
+TEST_P(OpSuite, ArgmaxRowsRejectsBadArguments) {
+  SCOPED_TRACE(seed_note());
+  const Tensor x = input({3, 8}).dev, flat = input({8}).dev;
+  Tensor ids = out({3}, DType::i32), ids_f32 = out({3}), ids_short = out({2}, DType::i32);
+  EXPECT_THROW(backend_->argmax_rows(flat, ids), Error);       // x must be [rows, vocab]
+  EXPECT_THROW(backend_->argmax_rows(x, ids_f32), Error);      // ids must be i32
+  EXPECT_THROW(backend_->argmax_rows(x, ids_short), Error);    // one id per row
+  const Tensor empty_rows = input({3, 0}).dev;
+  EXPECT_THROW(backend_->argmax_rows(empty_rows, ids), Error);  // nothing to pick
 }
 
 // ---------------------------------------------------------------------------

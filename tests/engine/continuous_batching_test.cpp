@@ -130,11 +130,12 @@ TEST(ContinuousBatching, RowsSampledAcrossThreadsDrawWhatOneThreadDraws) {
           }
     if (step.empty()) break;
     widest = std::max(widest, int64_t(step.size()));
-    const Tensor logits = model->forward(step);
-    int64_t row = 0;
+    const StepOutput out = model->forward(step);
+    int64_t row = 0, pick = 0;
     for (size_t i = 0; i < planned.size(); ++i) {
-      planned[i]->absorb(logits, row);
+      planned[i]->absorb(out, row, pick);
       row += step[i].logit_rows();
+      pick += step[i].picks();
     }
   }
   EXPECT_EQ(widest, 20);
@@ -142,6 +143,31 @@ TEST(ContinuousBatching, RowsSampledAcrossThreadsDrawWhatOneThreadDraws) {
     EXPECT_EQ(pooled[i]->error(), "");
     EXPECT_EQ(pooled[i]->result().ids, alone[i]->result().ids) << "request " << i;
   }
+}
+
+// A greedy run takes its tokens as the step's picks unless on_token reads
+// logits; either way it emits the same tokens, and on_token sees logits
+// exactly when it asked for them.
+TEST(ContinuousBatching, GreedyRunsTakePicksUnlessTheirLogitsAreRead) {
+  auto model = load_fixture("qwen3_untied_4layer");
+  std::mt19937 rng(std::random_device{}());
+  const FixedPrefillPolicy policy(4);
+  GenerationRequest r;
+  r.prompt = testing::random_ids(9, model->config().vocab_size, rng);  // prefilled in three chunks
+  r.max_new_tokens = 7;
+  r.sampling.temperature = 0.0f;
+  std::vector<GenerationResult> results;
+  for (const bool token_logits : {true, false}) {
+    r.token_logits = token_logits;
+    std::vector<size_t> sizes;
+    results.push_back(generate(*model, policy, r, [&](const GeneratedToken& t) {
+      sizes.push_back(t.logits.size());
+      return true;
+    }));
+    ASSERT_EQ(sizes.size(), 7u);
+    for (const size_t n : sizes) EXPECT_EQ(n, token_logits ? size_t(model->config().vocab_size) : 0u);
+  }
+  EXPECT_EQ(results[0].ids, results[1].ids);
 }
 
 // Prompt lookup, or else the last token repeated: every step drafts, right or wrong.

@@ -24,7 +24,7 @@ std::vector<float> random_logits(std::mt19937_64& rng, int n) {
 TEST(Sampler, TemperatureZeroAndTopKOneAreGreedy) {
   auto rng = fresh_rng();
   const auto logits = random_logits(rng, 300);
-  const int32_t best = argmax(logits);
+  const int32_t best = cpu::argmax(logits);
   EXPECT_EQ(Sampler({.temperature = 0.0f}).sample(logits, {}), best);
   Sampler top1({.temperature = 1.5f, .top_k = 1, .seed = rng()});
   for (int i = 0; i < 20; ++i) EXPECT_EQ(top1.sample(logits, {}), best);
@@ -35,7 +35,7 @@ TEST(Sampler, SubnormalAndTinyTemperaturesAreGreedyNotNaN) {
   auto rng = fresh_rng();
   for (float t : {1e-40f, 1e-30f, 1e-6f}) {
     const auto logits = random_logits(rng, 1000);
-    const int32_t best = argmax(logits);
+    const int32_t best = cpu::argmax(logits);
     Sampler s({.temperature = t, .top_p = 0.9f, .seed = rng()});
     for (int i = 0; i < 5; ++i) EXPECT_EQ(s.sample(logits, {}), best) << t;
   }
@@ -54,10 +54,10 @@ TEST(Sampler, ArgmaxIsTheFirstLargestLogit) {
   auto rng = fresh_rng();
   for (int n : {1, 7, 8, 9, 300, 151936}) {
     auto logits = random_logits(rng, n);
-    EXPECT_EQ(argmax(logits), std::max_element(logits.begin(), logits.end()) - logits.begin()) << n;
+    EXPECT_EQ(cpu::argmax(logits), std::max_element(logits.begin(), logits.end()) - logits.begin()) << n;
     if (n < 9) continue;
     logits[n - 1] = logits[3] = 100.0f;  // a tie: the first wins, also past the last whole 8
-    EXPECT_EQ(argmax(logits), 3) << n;
+    EXPECT_EQ(cpu::argmax(logits), 3) << n;
   }
   // Ties anywhere (in one lane of 16, in two, the later lane holding the
   // earlier index), NaNs skipped, nothing above -inf.
@@ -67,11 +67,11 @@ TEST(Sampler, ArgmaxIsTheFirstLargestLogit) {
     for (int i = 0; i < n / 10; ++i) logits[rng() % size_t(n)] = NAN;
     const size_t a = rng() % size_t(n - 1), b = a + 1 + rng() % size_t(n - 1 - a);
     logits[a] = logits[b] = 50.0f;
-    EXPECT_EQ(argmax(logits), int32_t(a)) << n << " " << a << " " << b;
+    EXPECT_EQ(cpu::argmax(logits), int32_t(a)) << n << " " << a << " " << b;
   }
-  EXPECT_EQ(argmax(std::vector<float>{NAN, -INFINITY, -INFINITY}), 1);
-  EXPECT_EQ(argmax(std::vector<float>(40, -INFINITY)), 0);
-  EXPECT_EQ(argmax(std::vector<float>(40, NAN)), 0);
+  EXPECT_EQ(cpu::argmax(std::vector<float>{NAN, -INFINITY, -INFINITY}), 1);
+  EXPECT_EQ(cpu::argmax(std::vector<float>(40, -INFINITY)), 0);
+  EXPECT_EQ(cpu::argmax(std::vector<float>(40, NAN)), 0);
 }
 
 TEST(Sampler, SameSeedSameDrawsDifferentSeedDifferentDraws) {

@@ -4,9 +4,11 @@
 // longer than a sliding window's step split across steps.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <random>
 
+#include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -68,7 +70,7 @@ TEST_P(BatchedForward, EverySequenceGetsWhatItGetsAlone) {
     const int64_t c_at = step - 1;  // C's chunk in this step, from step 1
     if (c_at >= 0 && c_at < int64_t(c_chunks.size()))
       batch.push_back({c.get(), c_chunks[size_t(c_at)], c_at == 0 ? WantLogits::none : WantLogits::last});
-    const Tensor logits = model->forward(batch);
+    const Tensor logits = model->forward(batch).logits;
     const int64_t expected_rows = 2 + (c_at >= 1 && c_at < int64_t(c_chunks.size()) ? 1 : 0);
     ASSERT_EQ(logits.dim(0), expected_rows) << "step " << step;
     const std::string at = GetParam() + ", step " + std::to_string(step);
@@ -93,12 +95,56 @@ TEST_P(BatchedForward, AllLogitsAndStepsSplitAtTheSlidingStep) {
 
   auto a = model->new_state(16), b = model->new_state(16);
   const std::vector<SequenceStep> batch = {{a.get(), a_ids, WantLogits::all}, {b.get(), b_ids, WantLogits::last}};
-  const Tensor logits = model->forward(batch);
+  const Tensor logits = model->forward(batch).logits;
   ASSERT_EQ(logits.dim(0), 11);
   expect_close(logits.slice_rows(0, 10), a_all, GetParam() + ", A all rows");
   expect_close(logits.slice_rows(10, 11), b_last, GetParam() + ", B last row");
   EXPECT_EQ(a->length(), 10);
   EXPECT_EQ(b->length(), 3);
+}
+
+// A pick is the greedy choice of the row it stands for: that row's argmax,
+// or, where its best two logits are within rounding of each other (the
+// batched row and the row alone differ by rounding), either of them.
+void expect_pick(int32_t pick, const Tensor& row, const std::string& what) {
+  const float* x = row.data<float>();
+  const int32_t best = cpu::argmax({x, size_t(row.numel())});
+  if (pick == best) return;
+  ASSERT_GE(pick, 0) << what;
+  ASSERT_LT(pick, row.numel()) << what;
+  EXPECT_GE(x[pick], x[best] - 1e-4f * std::max(1.0f, std::fabs(x[best]))) << what << ": picked " << pick
+                                                                             << ", the best is " << best;
+}
+
+TEST_P(BatchedForward, PicksAreTheGreedyChoiceOfTheLastRow) {
+  // Picks beside whole rows in one step, one of them from a run split across
+  // steps at the sliding step: each pick is its sequence's greedy choice, the
+  // whole rows come back in order without the picked ones.
+  auto model = load(GetParam(), /*sliding_step=*/4);
+  const int64_t vocab = model->config().vocab_size;
+  auto rng = testing::fresh_rng();
+  std::mt19937 ids_rng{uint32_t(rng())};
+  const std::vector<std::vector<int32_t>> ids = {testing::random_ids(10, vocab, ids_rng), testing::random_ids(3, vocab, ids_rng),
+                                                 testing::random_ids(5, vocab, ids_rng), testing::random_ids(2, vocab, ids_rng)};
+  std::vector<Tensor> ref;
+  for (const auto& run : ids) {
+    auto state = model->new_state(16);
+    ref.push_back(model->forward(run, *state, true));
+  }
+  std::vector<std::unique_ptr<SequenceState>> states;
+  for (size_t i = 0; i < ids.size(); ++i) states.push_back(model->new_state(16));
+  const std::vector<SequenceStep> batch = {{states[0].get(), ids[0], WantLogits::pick},
+                                           {states[1].get(), ids[1], WantLogits::last},
+                                           {states[2].get(), ids[2], WantLogits::pick},
+                                           {states[3].get(), ids[3], WantLogits::all}};
+  const StepOutput out = model->forward(batch);
+  ASSERT_EQ(out.picks.numel(), 2);
+  ASSERT_EQ(out.logits.dim(0), 1 + 2);
+  expect_pick(out.picks.data<int32_t>()[0], ref[0].slice_rows(9, 10), GetParam() + ", A (split)");
+  expect_pick(out.picks.data<int32_t>()[1], ref[2].slice_rows(4, 5), GetParam() + ", C");
+  expect_close(out.logits.slice_rows(0, 1), ref[1].slice_rows(2, 3), GetParam() + ", B last row");
+  expect_close(out.logits.slice_rows(1, 3), ref[3], GetParam() + ", D all rows");
+  EXPECT_EQ(states[0]->length(), 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchedForward, ::testing::ValuesIn(testing::parity_fixtures()));

@@ -12,7 +12,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 
+#include "backend/cpu/kernels.h"
 #include "model/model.h"
 #include "quantized_fixture.h"
 #include "test_util.h"
@@ -91,6 +93,27 @@ class DeviceParity : public ::testing::TestWithParam<DeviceCase> {
   // at 1.1-2.5 times the bound after one such tie).
   bool routed(const Model& m) const { return GetParam().dtype == ComputeDType::bf16 && m.config().num_experts > 0; }
 };
+
+std::span<const float> row_of(const Tensor& logits, int64_t r) {
+  return {logits.data<float>() + r * logits.dim(1), size_t(logits.dim(1))};
+}
+
+// A step whose odd sequences asked for picks, against the same step asking
+// every row whole (`want`): the rows it returned whole are the even ones,
+// bit for bit, and each pick is what the host's argmax takes from that row.
+void expect_rows_and_picks(const StepOutput& got, const Tensor& want, const std::string& what) {
+  const int64_t rows = want.dim(0), picks = rows / 2;
+  ASSERT_EQ(got.picks.numel(), picks) << what;
+  ASSERT_EQ(got.logits.dim(0), rows - picks) << what;
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::span<const float> w = row_of(want, r);
+    if (r % 2) {
+      EXPECT_EQ(got.picks.data<int32_t>()[r / 2], cpu::argmax(w)) << what << ", row " << r;
+    } else {
+      ASSERT_EQ(0, std::memcmp(row_of(got.logits, r / 2).data(), w.data(), w.size_bytes())) << what << ", row " << r;
+    }
+  }
+}
 
 TEST_P(DeviceParity, ForwardMatchesTheCpu) {
   uint64_t seed = 0;
@@ -215,15 +238,12 @@ TEST_P(DeviceParity, ReplayedStepsEqualEagerStepsBitForBit) {
         if (step % 5 == 4 && i == size_t(step / 5) % last.size()) continue;
         members.push_back(i);
         eager_step.push_back({eager_states[i].get(), {last[i]}, WantLogits::last});
-        replayed_step.push_back({replayed_states[i].get(), {last[i]}, WantLogits::last});
+        const bool pick = members.size() % 2 == 0;  // odd rows of the step
+        replayed_step.push_back({replayed_states[i].get(), {last[i]}, pick ? WantLogits::pick : WantLogits::last});
       }
-      const Tensor want = eager->forward(eager_step), got = replayed->forward(replayed_step);
-      ASSERT_EQ(got.shape(), want.shape());
-      ASSERT_EQ(0, std::memcmp(got.raw(), want.raw(), want.nbytes())) << "step " << step;
-      for (size_t m = 0; m < members.size(); ++m) {
-        const float* row = want.data<float>() + int64_t(m) * vocab;
-        last[members[m]] = int32_t(std::max_element(row, row + vocab) - row);
-      }
+      const Tensor want = eager->forward(eager_step).logits;
+      expect_rows_and_picks(replayed->forward(replayed_step), want, "step " + std::to_string(step));
+      for (size_t m = 0; m < members.size(); ++m) last[members[m]] = cpu::argmax(row_of(want, int64_t(m)));
     }
     const Backend::StepReplays r = replayed->backend().step_replays();
     EXPECT_EQ(eager->backend().step_replays().replays, 0);
@@ -264,15 +284,12 @@ TEST_P(DeviceParity, WideReplayedStepsEqualEagerSteps) {
     std::vector<SequenceStep> eager_step, replayed_step;
     for (int64_t i = 0; i < kSequences; ++i) {
       eager_step.push_back({eager_states[size_t(i)].get(), {last[size_t(i)]}, WantLogits::last});
-      replayed_step.push_back({replayed_states[size_t(i)].get(), {last[size_t(i)]}, WantLogits::last});
+      replayed_step.push_back(
+          {replayed_states[size_t(i)].get(), {last[size_t(i)]}, i % 2 ? WantLogits::pick : WantLogits::last});
     }
-    const Tensor want = eager->forward(eager_step), got = replayed->forward(replayed_step);
-    ASSERT_EQ(got.shape(), want.shape());
-    ASSERT_EQ(0, std::memcmp(got.raw(), want.raw(), want.nbytes())) << "step " << step;
-    for (int64_t i = 0; i < kSequences; ++i) {
-      const float* row = want.data<float>() + i * vocab;
-      last[size_t(i)] = int32_t(std::max_element(row, row + vocab) - row);
-    }
+    const Tensor want = eager->forward(eager_step).logits;
+    expect_rows_and_picks(replayed->forward(replayed_step), want, "step " + std::to_string(step));
+    for (int64_t i = 0; i < kSequences; ++i) last[size_t(i)] = cpu::argmax(row_of(want, i));
   }
   if (eager->config().num_experts == 0 && !eager->config().enable_moe_block) {
     EXPECT_GE(replayed->backend().step_replays().replays - replays_before, 8);

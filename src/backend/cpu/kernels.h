@@ -2,6 +2,7 @@
 // CPU kernels. Every fast kernel has a plain reference beside it that the
 // tests compare against on random inputs.
 #include <cstdint>
+#include <span>
 
 #include "backend/backend.h"
 #include "core/dtype.h"
@@ -199,6 +200,12 @@ DequantTableRow best_dequant_table_row();
 using SoftmaxRow = void (*)(float* x, int64_t n, int64_t first, int64_t last);
 void softmax_row_reference(float* x, int64_t n, int64_t first, int64_t last);
 void softmax_row_avx512(float* x, int64_t n, int64_t first, int64_t last);
+
+// The greedy pick of a row of logits: the first index of its largest value.
+// NaNs are never picked; a row with nothing above −inf picks its first −inf,
+// and a row of NaNs picks 0. Backend::argmax_rows on every device answers
+// the same.
+int32_t argmax(std::span<const float> logits);
 
 // log Σ_i exp(x[i]) over x[0, n), n ≥ 1: −inf when every x[i] is −inf. The
 // server's logprobs take it over a whole vocabulary for every token, so the

@@ -222,7 +222,7 @@ void CudaBackend::device_copy(void* dst, const void* src, size_t bytes) {
   });
 }
 
-Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
+void CudaBackend::run_step(const std::function<void()>& step) {
   if (!graphs_enabled_ || recorder_) return step();
   step_pieces_ = StepPieces{};
   step_pieces_.started = std::chrono::steady_clock::now();
@@ -238,10 +238,9 @@ Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
     for (void* p : ctx_->deferred_frees) cudaFreeAsync(p, ctx_->stream);
     ctx_->deferred_frees.clear();
   };
-  Tensor result;
   double host_seconds = 0.0;
   try {
-    result = step();
+    step();
     launch_piece();
     if (step_pieces_.launched) check_cuda(cudaEventRecord(ctx_->graph_end, ctx_->stream), "record a timing event");
     host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_pieces_.started).count();
@@ -263,7 +262,6 @@ Tensor CudaBackend::run_step(const std::function<Tensor()>& step) {
   }
   pending_downloads_.clear();
   graphs_.count_step(step_pieces_.lead_seconds, host_seconds, gpu_ms < 0.0f ? -1.0 : gpu_ms * 1e-3);
-  return result;
 }
 
 void CudaBackend::launch_piece() {

@@ -70,7 +70,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return ctx_->stream; }
   // Small steps (decode, verify spans) are recorded and run as CUDA graphs
   // unless FATHOM_CUDA_GRAPHS=0 (step_graph.h).
-  Tensor run_step(const std::function<Tensor()>& step) override;
+  void run_step(const std::function<void()>& step) override;
   StepReplays step_replays() const override { return graphs_.counts(); }
   StepGraphCosts step_graph_costs() override { return graphs_.kernel_costs(ctx_->stream, 5, 20); }
   // Banks of bf16, f32 or 4-/8-bit coded experts run with the routing on the
@@ -109,6 +109,7 @@ class CudaBackend final : public Backend {
   void gather_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst) override;
   void scatter_add_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, const std::vector<float>& weights,
                              Tensor& dst) override;
+  void argmax_rows_impl(const Tensor& x, Tensor& ids) override;
   void route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale, Tensor& ids,
                         Tensor& weights) override;
   void expert_mlps_impl(const ExpertBank& bank, const Tensor& x, const Tensor& ids, const Tensor& weights, Tensor& y,

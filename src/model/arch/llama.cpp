@@ -48,7 +48,7 @@ class LlamaFamilyModel final : public DecoderModel {
     count_weight_bytes(w);
   }
 
-  Tensor forward_step(const StepLayout& layout) const override {
+  StepOutput forward_step(const StepLayout& layout) const override {
     const ModelConfig& c = config_;
     const int64_t t = layout.rows();
     Backend& b = *backend_;

@@ -109,7 +109,7 @@ class Qwen3NextModel final : public DecoderModel {
     count_weight_bytes(w);
   }
 
-  Tensor forward_step(const StepLayout& layout) const override {
+  StepOutput forward_step(const StepLayout& layout) const override {
     const ModelConfig& c = config_;
     const int64_t t = layout.rows();
     const bool bf16 = this->bf16();
