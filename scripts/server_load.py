@@ -8,7 +8,12 @@ JSON line per round: aggregate output tok/s (completion tokens over the wall
 time), p50/p99 time to first token, p50/p99 inter-token latency (each request's
 (last - first token time) / (tokens - 1)).
 
-Usage: python3 scripts/server_load.py URL --concurrency 64 [--rounds 2] [--ban 128001,128009]
+With --plain the requests ask for no logprobs and ban nothing (a greedy request
+whose logits no one reads: the engine takes its tokens as the device's picks);
+a token's arrival is then a streamed choice with text, and a request may end early at
+an end-of-sequence id.
+
+Usage: python3 scripts/server_load.py URL --concurrency 64 [--rounds 2] [--ban 128001,128009] [--plain]
 """
 import argparse
 import http.client
@@ -25,11 +30,13 @@ def request(i):
     return f"{i} " + " ".join(["word"] * words), max_tokens
 
 
-def stream_one(url, prompt, max_tokens, ban):
+def stream_one(url, prompt, max_tokens, ban, plain):
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-            "logprobs": 0, "logit_bias": {str(t): -100 for t in ban}, "stream_options": {"include_usage": True}}
+            "stream_options": {"include_usage": True}}
+    if not plain:
+        body.update({"logprobs": 0, "logit_bias": {str(t): -100 for t in ban}})
     t0 = time.perf_counter()
     conn.request("POST", "/v1/completions", json.dumps(body), {"content-type": "application/json"})
     res = conn.getresponse()
@@ -45,7 +52,7 @@ def stream_one(url, prompt, max_tokens, ban):
         if event.get("usage"):
             tokens = event["usage"]["completion_tokens"]
         choices = event.get("choices") or []
-        if choices and ((choices[0].get("logprobs") or {}).get("tokens")):
+        if choices and (choices[0].get("text") if plain else (choices[0].get("logprobs") or {}).get("tokens")):
             now = time.perf_counter() - t0
             first = first or now
             last = now
@@ -58,7 +65,7 @@ def quantile(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def run_round(url, concurrency, ban):
+def run_round(url, concurrency, ban, plain):
     total = 2 * concurrency
     results, errors, lock = [], [], threading.Lock()
     next_index = [0]
@@ -72,7 +79,7 @@ def run_round(url, concurrency, ban):
                 return
             prompt, max_tokens = request(i)
             try:
-                r = stream_one(url, prompt, max_tokens, ban)
+                r = stream_one(url, prompt, max_tokens, ban, plain)
                 with lock:
                     results.append(r)
             except Exception as e:  # reported, not hidden: the round's line counts them
@@ -101,13 +108,15 @@ def main():
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--ban", default="", help="token ids to ban, comma-separated (the model's end-of-sequence ids)")
+    ap.add_argument("--plain", action="store_true", help="no logprobs, no banned ids")
     a = ap.parse_args()
     ban = [int(t) for t in a.ban.split(",") if t]
     prompt, max_tokens = request(0)
-    stream_one(a.url, prompt, max_tokens, ban)  # warm
+    stream_one(a.url, prompt, max_tokens, ban, a.plain)  # warm
     for r in range(1, a.rounds + 1):
-        out = run_round(a.url, a.concurrency, ban)
+        out = run_round(a.url, a.concurrency, ban, a.plain)
         out["round"] = r
+        out["plain"] = a.plain
         print(json.dumps(out), flush=True)
 
 
