@@ -128,7 +128,8 @@ std::optional<SequenceStep> SequenceRun::plan(int64_t budget) {
   std::vector<int32_t> ids = {next_};
   ids.insert(ids.end(), draft_.tokens.begin(), draft_.tokens.end());
   state_->begin(int64_t(ids.size()));
-  return SequenceStep{state_.get(), std::move(ids), WantLogits::all};
+  picking_ = picks_suffice();  // greedy verification needs each row's pick alone
+  return SequenceStep{state_.get(), std::move(ids), picking_ ? WantLogits::pick_all : WantLogits::all};
 }
 
 void SequenceRun::cut_drafts_to_constraint() {
@@ -164,11 +165,16 @@ void SequenceRun::sample_ahead(const Tensor& logits, int64_t first_row) noexcept
   }
 }
 
+int32_t SequenceRun::picked(const StepOutput& out, int64_t at) const {
+  check(at >= 0 && at < out.picks.numel(), "sequence run: pick ", at, " of a step with ", out.picks.numel());
+  const int32_t id = out.picks.data<int32_t>()[at];
+  check(id >= 0 && id < vocab_, "sequence run: picked token ", id, " is out of range");
+  return id;
+}
+
 std::span<const float> SequenceRun::sampled_row(const StepOutput& out, int64_t first_row, int64_t pick) {
   if (std::exchange(picking_, false)) {
-    check(pick >= 0 && pick < out.picks.numel(), "sequence run: pick ", pick, " of a step with ", out.picks.numel());
-    next_ = out.picks.data<int32_t>()[pick];
-    check(next_ >= 0 && next_ < vocab_, "sequence run: picked token ", next_, " is out of range");
+    next_ = picked(out, pick);
     return {};
   }
   if (std::exchange(sampled_ahead_, false)) return ahead_row_;
@@ -180,7 +186,7 @@ std::span<const float> SequenceRun::sampled_row(const StepOutput& out, int64_t f
 void SequenceRun::absorb(const StepOutput& out, int64_t first_row, int64_t pick) {
   check(phase_ != Phase::finished, "sequence run: logits for a finished run");
   if (phase_ == Phase::prefill) return absorb_prefill(out, first_row, pick);
-  if (!draft_.tokens.empty()) return absorb_verify(out.logits, first_row);
+  if (!draft_.tokens.empty()) return absorb_verify(out, first_row, pick);
   const auto r = sampled_row(out, first_row, pick);
   if (!emit(next_, r)) finish();
 }
@@ -196,21 +202,31 @@ void SequenceRun::absorb_prefill(const StepOutput& out, int64_t first_row, int64
   if (!emit(next_, first)) finish();
 }
 
-void SequenceRun::absorb_verify(const Tensor& logits, int64_t first_row) {
+void SequenceRun::absorb_verify(const StepOutput& out, int64_t first_row, int64_t pick) {
   // Each row judges the draft after it; the row after the last draft gives a bonus token.
   const int64_t drafted = int64_t(draft_.tokens.size());
+  const bool picks = std::exchange(picking_, false);
   int64_t accepted = 0;
   bool going = true;
-  std::span<const float> pending;
+  std::span<const float> pending;  // stays empty for picks
   for (int64_t i = 0;; ++i) {
-    pending = row(logits, first_row + i);
+    if (!picks) pending = row(out.logits, first_row + i);
     if (i == drafted) {
-      next_ = sampler_.sample(pending, history_);
+      next_ = picks ? picked(out, pick + i) : sampler_.sample(pending, history_);
       break;
     }
-    sampler_.distribution(pending, history_, target_);
-    const TokenDistribution* q = draft_.dists.empty() ? nullptr : &draft_.dists[size_t(i)];
-    const DraftVerdict verdict = judge_draft(target_, q, draft_.tokens[size_t(i)], sampler_);
+    DraftVerdict verdict;
+    if (picks) {
+      // Greedy: the target is all on the row's pick, so the draft stands
+      // exactly when it is the pick, which replaces it otherwise (what
+      // judge_draft decides for a point mass).
+      const int32_t best = picked(out, pick + i);
+      verdict = {best == draft_.tokens[size_t(i)], best};
+    } else {
+      sampler_.distribution(pending, history_, target_);
+      const TokenDistribution* q = draft_.dists.empty() ? nullptr : &draft_.dists[size_t(i)];
+      verdict = judge_draft(target_, q, draft_.tokens[size_t(i)], sampler_);
+    }
     next_ = verdict.token;
     if (!verdict.accepted) break;
     ++accepted;

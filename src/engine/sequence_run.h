@@ -89,13 +89,15 @@ class SequenceRun {
   // Whether the token after the last row may be the device's greedy pick:
   // greedy sampling with nothing that reads or changes the row on the host.
   bool picks_suffice() const;
+  // Pick `at` of the step, checked.
+  int32_t picked(const StepOutput& out, int64_t at) const;
   // The row next_ came from (empty for a pick), with next_ set: the pick,
   // sample_ahead's draw, or one now.
   std::span<const float> sampled_row(const StepOutput& out, int64_t first_row, int64_t pick);
   bool emit(int32_t id, std::span<const float> logits);  // false when generation ends with it
   void cut_drafts_to_constraint();
   void absorb_prefill(const StepOutput& out, int64_t first_row, int64_t pick);
-  void absorb_verify(const Tensor& logits, int64_t first_row);
+  void absorb_verify(const StepOutput& out, int64_t first_row, int64_t pick);
   void finish();
   void take_held(int64_t capacity);
 
@@ -113,7 +115,7 @@ class SequenceRun {
   std::vector<int32_t> history_;  // the prompt and every generated token
   int32_t next_ = 0;              // generated, not in the cache yet
   bool sampled_ahead_ = false;    // next_ is this step's, sampled from ahead_row_
-  bool picking_ = false;          // the part planned last asked for a pick
+  bool picking_ = false;          // the part planned last asked for picks
   std::span<const float> ahead_row_;
   Draft draft_;                   // the drafts being verified
   TokenDistribution target_;

@@ -42,7 +42,7 @@ StepOutput Model::forward(std::span<const SequenceStep> step) const {
     out.picks = Tensor::empty({total_picks}, DType::i32);
   }
   // Steps of at most each state's max_step rows; a sequence's logits and
-  // pick land at its offsets in `out` (all rows, or the last row of its last piece).
+  // picks land at its offsets in `out` (all rows, or the last row of its last piece).
   std::vector<int64_t> done(step.size(), 0);
   for (;;) {
     StepLayout layout;
@@ -57,9 +57,9 @@ StepOutput Model::forward(std::span<const SequenceStep> step) const {
         layout.segments.push_back({s.state, row, end - begin, s.state->length()});
         layout.ids.insert(layout.ids.end(), s.ids.begin() + begin, s.ids.begin() + end);
         for (int64_t r = begin; r < end; ++r) {
-          if (s.logits == WantLogits::pick && r == t - 1) {
+          if (s.logits == WantLogits::pick_all || (s.logits == WantLogits::pick && r == t - 1)) {
             layout.pick_rows.push_back(row + r - begin);
-            pick_dst.push_back(pick_offset);
+            pick_dst.push_back(pick_offset + (s.logits == WantLogits::pick_all ? r : 0));
           }
           const bool wanted = s.logits == WantLogits::all || (s.logits == WantLogits::last && r == t - 1);
           if (!wanted) continue;
@@ -80,7 +80,8 @@ StepOutput Model::forward(std::span<const SequenceStep> step) const {
     for (size_t r = 0; r < dst.size(); ++r)
       std::copy_n(piece.logits.data<float>() + int64_t(r) * c.vocab_size, c.vocab_size,
                   out.logits.data<float>() + dst[r] * c.vocab_size);
-    for (size_t r = 0; r < pick_dst.size(); ++r) out.picks.data<int32_t>()[pick_dst[r]] = piece.picks.data<int32_t>()[r];
+    for (size_t r = 0; r < pick_dst.size(); ++r)
+      out.picks.data<int32_t>()[pick_dst[r]] = piece.picks.data<int32_t>()[r];
   }
 }
 

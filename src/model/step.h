@@ -15,9 +15,10 @@ namespace fathom {
 
 // What a sequence wants back from its rows: nothing (a prefill chunk before
 // the last), its last row's logits, every row's (a verify span), or only the
-// greedy pick of its last row (Backend::argmax_rows), found where the logits
-// are: a greedy decode row whose logits no one reads never leaves the device.
-enum class WantLogits : uint8_t { none, last, all, pick };
+// greedy pick (Backend::argmax_rows) of its last row or of every row, found
+// where the logits are: a greedy run whose logits no one reads never brings
+// a row to the host.
+enum class WantLogits : uint8_t { none, last, all, pick, pick_all };
 
 // What one sequence runs in a step.
 struct SequenceStep {
@@ -27,7 +28,9 @@ struct SequenceStep {
   int64_t logit_rows() const {
     return logits == WantLogits::all ? int64_t(ids.size()) : logits == WantLogits::last ? 1 : 0;
   }
-  int64_t picks() const { return logits == WantLogits::pick ? 1 : 0; }
+  int64_t picks() const {
+    return logits == WantLogits::pick_all ? int64_t(ids.size()) : logits == WantLogits::pick ? 1 : 0;
+  }
 };
 
 // What a step gives back, on the host: the logits of the rows wanted whole,

@@ -116,16 +116,17 @@ void expect_pick(int32_t pick, const Tensor& row, const std::string& what) {
                                                                              << ", the best is " << best;
 }
 
-TEST_P(BatchedForward, PicksAreTheGreedyChoiceOfTheLastRow) {
-  // Picks beside whole rows in one step, one of them from a run split across
-  // steps at the sliding step: each pick is its sequence's greedy choice, the
-  // whole rows come back in order without the picked ones.
+TEST_P(BatchedForward, PicksAreTheGreedyChoiceOfTheirRows) {
+  // Picks beside whole rows in one step, of a last row and of every row,
+  // some from runs split across steps at the sliding step: each pick is its
+  // row's greedy choice, the whole rows come back in order without the
+  // picked ones.
   auto model = load(GetParam(), /*sliding_step=*/4);
   const int64_t vocab = model->config().vocab_size;
   auto rng = testing::fresh_rng();
   std::mt19937 ids_rng{uint32_t(rng())};
-  const std::vector<std::vector<int32_t>> ids = {testing::random_ids(10, vocab, ids_rng), testing::random_ids(3, vocab, ids_rng),
-                                                 testing::random_ids(5, vocab, ids_rng), testing::random_ids(2, vocab, ids_rng)};
+  std::vector<std::vector<int32_t>> ids;
+  for (const int64_t n : {10, 3, 5, 2, 9}) ids.push_back(testing::random_ids(n, vocab, ids_rng));
   std::vector<Tensor> ref;
   for (const auto& run : ids) {
     auto state = model->new_state(16);
@@ -136,12 +137,16 @@ TEST_P(BatchedForward, PicksAreTheGreedyChoiceOfTheLastRow) {
   const std::vector<SequenceStep> batch = {{states[0].get(), ids[0], WantLogits::pick},
                                            {states[1].get(), ids[1], WantLogits::last},
                                            {states[2].get(), ids[2], WantLogits::pick},
-                                           {states[3].get(), ids[3], WantLogits::all}};
+                                           {states[3].get(), ids[3], WantLogits::all},
+                                           {states[4].get(), ids[4], WantLogits::pick_all}};
   const StepOutput out = model->forward(batch);
-  ASSERT_EQ(out.picks.numel(), 2);
+  ASSERT_EQ(out.picks.numel(), 2 + 9);
   ASSERT_EQ(out.logits.dim(0), 1 + 2);
   expect_pick(out.picks.data<int32_t>()[0], ref[0].slice_rows(9, 10), GetParam() + ", A (split)");
   expect_pick(out.picks.data<int32_t>()[1], ref[2].slice_rows(4, 5), GetParam() + ", C");
+  for (int64_t r = 0; r < 9; ++r)
+    expect_pick(out.picks.data<int32_t>()[2 + r], ref[4].slice_rows(r, r + 1), GetParam() + ", E, row " +
+                                                                                  std::to_string(r));
   expect_close(out.logits.slice_rows(0, 1), ref[1].slice_rows(2, 3), GetParam() + ", B last row");
   expect_close(out.logits.slice_rows(1, 3), ref[3], GetParam() + ", D all rows");
   EXPECT_EQ(states[0]->length(), 10);
