@@ -44,7 +44,9 @@ done
 # row, which takes minutes for 64 sequences of 512 tokens; wide batches
 # prefill a short prompt instead, e.g. RUN="--prompt-tokens 128 --gen-tokens 32 --repeat 2".
 RUN=${RUN:---synthetic-context --prompt-tokens 512 --gen-tokens 64 --repeat 3}
-fields() { tr -d ' \n' | grep -o '"\(decode_tok_s\|gpu_ms_per_replay\)":[^,}]*' | tr '\n' ' '; }
+# The bench's decode rates (with --spec also with and without drafts, and how
+# many were drafted and taken) and the GPU's time a replayed step.
+fields() { tr -d ' \n' | grep -o '"\(decode_tok_s[a-z_]*\|gpu_ms_per_replay\|drafted\|accepted\)":[^,}]*' | tr '\n' ' '; }
 model=/dev/shm/compare-model
 [ "$(df --output=avail -B1G /dev/shm 2>/dev/null | tail -1)" -ge 40 ] 2>/dev/null || model=/tmp/compare-model
 for weights in ${MODELS:-bf16 q4g64}; do
