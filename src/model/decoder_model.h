@@ -33,8 +33,9 @@ class DecoderModel : public Model {
   // lm_head.weight (language_model.lm_head.weight in older multimodal folders),
   // or the embeddings `root`embed_tokens.weight when tied or absent.
   void load_lm_head(const WeightLoader& w, const std::string& root);
-  // final_norm then lm_head over the rows of x the step wants logits for,
-  // soft-capped when the config says so, on the host.
+  // final_norm then lm_head over the rows of x the step wants logits or
+  // picks for, soft-capped when the config says so; the whole rows and the
+  // picks (taken on the device) brought to the host.
   StepOutput logits(const Tensor& x, const StepLayout& layout) const;
   bool bf16() const { return dtype_ == ComputeDType::bf16; }
   // Call last in the architecture's constructor: on the CPU the weights mapped
