@@ -16,6 +16,11 @@ SamplingParams draft_params(SamplingParams p) {
   return p;
 }
 
+bool picks_suffice(const GenerationRequest& r, bool reads_logits) {
+  return r.sampling.temperature == 0.0f && r.sampling.repetition_penalty == 1.0f && !r.adjust_logits &&
+         !r.constraint && !reads_logits;
+}
+
 }  // namespace
 
 int64_t sequence_capacity(const GenerationRequest& request) {
@@ -30,6 +35,7 @@ SequenceRun::SequenceRun(const Model& model, const PrefillPolicy& policy, Genera
       on_token_(std::move(on_token)),
       speculation_(speculation.draft_tokens > 0 ? speculation : Speculation{}),
       vocab_(model.config().vocab_size),
+      picks_(picks_suffice(request_, on_token_ && request_.token_logits)),
       held_(held),
       sampler_(request_.sampling),
       draft_sampler_(draft_params(request_.sampling)),
@@ -104,8 +110,9 @@ std::optional<SequenceStep> SequenceRun::plan(int64_t budget) {
     if (planned_ <= 0) return std::nullopt;
     const auto begin = request_.prompt.begin() + prefilled_;
     const bool last = prefilled_ + planned_ == total;
-    picking_ = last && request_.max_new_tokens > 0 && picks_suffice();
-    const WantLogits want = picking_ ? WantLogits::pick : last ? WantLogits::last : WantLogits::none;
+    const WantLogits want = !last ? WantLogits::none
+                            : picks_ && request_.max_new_tokens > 0 ? WantLogits::pick
+                                                                     : WantLogits::last;
     return SequenceStep{state_.get(), {begin, begin + planned_}, want};
   }
   // Decode: the pending token, and drafts when a drafter has some.
@@ -123,13 +130,12 @@ std::optional<SequenceStep> SequenceRun::plan(int64_t budget) {
   if (request_.constraint) cut_drafts_to_constraint();
   const int64_t drafted = int64_t(draft_.tokens.size());
   ++result_.spec.target_passes;
-  picking_ = drafted == 0 && picks_suffice();
-  if (drafted == 0) return SequenceStep{state_.get(), {next_}, picking_ ? WantLogits::pick : WantLogits::last};
+  if (drafted == 0) return SequenceStep{state_.get(), {next_}, picks_ ? WantLogits::pick : WantLogits::last};
   std::vector<int32_t> ids = {next_};
   ids.insert(ids.end(), draft_.tokens.begin(), draft_.tokens.end());
   state_->begin(int64_t(ids.size()));
-  picking_ = picks_suffice();  // greedy verification needs each row's pick alone
-  return SequenceStep{state_.get(), std::move(ids), picking_ ? WantLogits::pick_all : WantLogits::all};
+  // Greedy verification needs each row's pick alone.
+  return SequenceStep{state_.get(), std::move(ids), picks_ ? WantLogits::pick_all : WantLogits::all};
 }
 
 void SequenceRun::cut_drafts_to_constraint() {
@@ -145,15 +151,9 @@ void SequenceRun::cut_drafts_to_constraint() {
   if (!draft_.dists.empty()) draft_.dists.resize(size_t(allowed));
 }
 
-bool SequenceRun::picks_suffice() const {
-  const SamplingParams& p = request_.sampling;
-  return p.temperature == 0.0f && p.repetition_penalty == 1.0f && !request_.adjust_logits && !request_.constraint &&
-         !(on_token_ && request_.token_logits);
-}
-
 void SequenceRun::sample_ahead(const Tensor& logits, int64_t first_row) noexcept {
   sampled_ahead_ = false;
-  if (phase_ == Phase::finished || picking_ || request_.constraint || !draft_.tokens.empty()) return;
+  if (phase_ == Phase::finished || picks_ || request_.constraint || !draft_.tokens.empty()) return;
   if (phase_ == Phase::prefill &&
       (prefilled_ + planned_ < int64_t(request_.prompt.size()) || request_.max_new_tokens == 0))
     return;
@@ -173,7 +173,7 @@ int32_t SequenceRun::picked(const StepOutput& out, int64_t at) const {
 }
 
 std::span<const float> SequenceRun::sampled_row(const StepOutput& out, int64_t first_row, int64_t pick) {
-  if (std::exchange(picking_, false)) {
+  if (picks_) {
     next_ = picked(out, pick);
     return {};
   }
@@ -205,18 +205,17 @@ void SequenceRun::absorb_prefill(const StepOutput& out, int64_t first_row, int64
 void SequenceRun::absorb_verify(const StepOutput& out, int64_t first_row, int64_t pick) {
   // Each row judges the draft after it; the row after the last draft gives a bonus token.
   const int64_t drafted = int64_t(draft_.tokens.size());
-  const bool picks = std::exchange(picking_, false);
   int64_t accepted = 0;
   bool going = true;
   std::span<const float> pending;  // stays empty for picks
   for (int64_t i = 0;; ++i) {
-    if (!picks) pending = row(out.logits, first_row + i);
+    if (!picks_) pending = row(out.logits, first_row + i);
     if (i == drafted) {
-      next_ = picks ? picked(out, pick + i) : sampler_.sample(pending, history_);
+      next_ = picks_ ? picked(out, pick + i) : sampler_.sample(pending, history_);
       break;
     }
     DraftVerdict verdict;
-    if (picks) {
+    if (picks_) {
       // Greedy: the target is all on the row's pick, so the draft stands
       // exactly when it is the pick, which replaces it otherwise (what
       // judge_draft decides for a point mass).

@@ -86,9 +86,6 @@ class SequenceRun {
  private:
   enum class Phase { prefill, decode, finished };
   std::span<const float> row(const Tensor& logits, int64_t r);
-  // Whether the token after the last row may be the device's greedy pick:
-  // greedy sampling with nothing that reads or changes the row on the host.
-  bool picks_suffice() const;
   // Pick `at` of the step, checked.
   int32_t picked(const StepOutput& out, int64_t at) const;
   // The row next_ came from (empty for a pick), with next_ set: the pick,
@@ -106,6 +103,10 @@ class SequenceRun {
   const OnToken on_token_;
   const Speculation speculation_;
   const int64_t vocab_;
+  // Whether the run's tokens are the device's greedy picks (every part that
+  // ends in a token asks for them): greedy sampling with nothing that reads
+  // or changes a row on the host.
+  const bool picks_;
   std::unique_ptr<SequenceState> state_;
   HeldSequence* held_ = nullptr;
   int64_t chunk_ = 0, prefilled_ = 0, planned_ = 0, reused_ = 0;
@@ -115,7 +116,6 @@ class SequenceRun {
   std::vector<int32_t> history_;  // the prompt and every generated token
   int32_t next_ = 0;              // generated, not in the cache yet
   bool sampled_ahead_ = false;    // next_ is this step's, sampled from ahead_row_
-  bool picking_ = false;          // the part planned last asked for picks
   std::span<const float> ahead_row_;
   Draft draft_;                   // the drafts being verified
   TokenDistribution target_;
