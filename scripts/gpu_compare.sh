@@ -8,9 +8,12 @@
 # every bench bundle in turn, round after round, so that a number is compared
 # only with its neighbours of the same call; last, with PROFILE=1, the step
 # graph of each bench bundle is timed kernel by kernel.
-#   [MODELS="bf16 q4g64 q8g64"] [BATCHES="1"] [ROUNDS=2] [PROFILE=1] [RUN="fathom_bench arguments"] [RUN_TIMEOUT=90] \
+#   [MODELS="bf16 q4g64 q8g64"] [BATCHES="1"] [ROUNDS=2] [PROFILE=1] [RUN="fathom_bench arguments"] [RUN_TIMEOUT=90] [KEEP_MODEL=1] \
 #     scripts/gpu_compare.sh tests main change [more bench bundles…]
-# (a tests bundle of "-" runs no tests: the bench bundles only).
+# (a tests bundle of "-" runs no tests: the bench bundles only). A bench
+# bundle named NAME:VAR=VALUE[,VAR=VALUE…] runs NAME's binary with those
+# environment variables, so that one binary's switches are timed side by side
+# (e.g. bench_pf bench_pf:FATHOM_CUDA_PREFETCH_MB=0).
 # Everything printed also goes to $OUT/log (a call that runs out of time
 # still brings back what it measured).
 set -uo pipefail
@@ -22,7 +25,9 @@ exec > >(tee -a "$out/log") 2>&1
 tests=("$1")
 shift
 [ "$tests" = - ] && tests=()  # "-": no tests bundle, the bench bundles only
-for name in "${tests[@]}" "$@"; do
+bundle() { echo "${1%%:*}"; }
+variables() { [[ $1 == *:* ]] && echo "${1#*:}" | tr ',' ' '; }
+for name in "${tests[@]}" $(for b in "$@"; do bundle "$b"; done | sort -u); do
   [ -f ".device/$name.tar.xz" ] || { echo "no .device/$name.tar.xz" >&2; exit 2; }
   rm -rf "/tmp/fathom-$name" && mkdir -p "/tmp/fathom-$name" && tar xJf ".device/$name.tar.xz" -C "/tmp/fathom-$name"
 done
@@ -61,7 +66,9 @@ for weights in ${MODELS:-bf16 q4g64}; do
     for batch in ${BATCHES:-1}; do
       for name in "$@"; do
         # shellcheck disable=SC2086  # RUN holds several arguments
-        echo "$weights batch $batch round $round $name: $(timeout "${RUN_TIMEOUT:-90}" "/tmp/fathom-$name/fathom_bench" \
+        # shellcheck disable=SC2046  # the variables are words of their own
+        echo "$weights batch $batch round $round $name: $(env $(variables "$name") timeout "${RUN_TIMEOUT:-90}" \
+          "/tmp/fathom-$(bundle "$name")/fathom_bench" \
           --model "$model" --device cuda --dtype bf16 $RUN --batch "$batch" 2>&1 | fields)"
       done
     done
@@ -69,12 +76,14 @@ for weights in ${MODELS:-bf16 q4g64}; do
   if [ "${PROFILE:-0}" = 1 ]; then
     for name in "$@"; do
       echo "$weights $name:"
-      profile="$out/profile-$weights-$name.json"
-      timeout 120 "/tmp/fathom-$name/fathom_bench" --model "$model" --device cuda --dtype bf16 --synthetic-context \
+      profile="$out/profile-$weights-${name//[:=,]/_}.json"
+      # shellcheck disable=SC2046
+      env $(variables "$name") timeout 120 "/tmp/fathom-$(bundle "$name")/fathom_bench" --model "$model" --device cuda --dtype bf16 --synthetic-context \
         --prompt-tokens 512 --gen-tokens 64 --repeat 1 --profile-step-graph 2>/dev/null > "$profile"
       python3 scripts/graph_costs.py < "$profile" | head -24
     done
   fi
 done
-rm -rf "$model"
+# KEEP_MODEL=1 leaves the last model at $model for commands after this one.
+[ "${KEEP_MODEL:-0}" = 1 ] || rm -rf "$model"
 echo "done after ${SECONDS} s"

@@ -11,9 +11,11 @@ time), p50/p99 time to first token, p50/p99 inter-token latency (each request's
 With --plain the requests ask for no logprobs and ban nothing (a greedy request
 whose logits no one reads: the engine takes its tokens as the device's picks);
 a token's arrival is then a streamed choice with text, and a request may end early at
-an end-of-sequence id.
+an end-of-sequence id. --temperature T samples at T (seeded per request) instead
+of greedily: with --plain, a request the engine samples on the device.
 
 Usage: python3 scripts/server_load.py URL --concurrency 64 [--rounds 2] [--ban 128001,128009] [--plain]
+         [--temperature T]
 """
 import argparse
 import http.client
@@ -30,11 +32,16 @@ def request(i):
     return f"{i} " + " ".join(["word"] * words), max_tokens
 
 
+TEMPERATURE = 0.0  # --temperature
+
+
 def stream_one(url, prompt, max_tokens, ban, plain):
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
-    body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
+    body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "temperature": TEMPERATURE, "stream": True,
             "stream_options": {"include_usage": True}}
+    if TEMPERATURE > 0:
+        body["seed"] = len(prompt)
     if not plain:
         body.update({"logprobs": 0, "logit_bias": {str(t): -100 for t in ban}})
     t0 = time.perf_counter()
@@ -109,7 +116,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--ban", default="", help="token ids to ban, comma-separated (the model's end-of-sequence ids)")
     ap.add_argument("--plain", action="store_true", help="no logprobs, no banned ids")
+    ap.add_argument("--temperature", type=float, default=0.0, help="sample at this temperature (0: greedy)")
     a = ap.parse_args()
+    global TEMPERATURE
+    TEMPERATURE = a.temperature
     ban = [int(t) for t in a.ban.split(",") if t]
     prompt, max_tokens = request(0)
     stream_one(a.url, prompt, max_tokens, ban, a.plain)  # warm
@@ -117,6 +127,7 @@ def main():
         out = run_round(a.url, a.concurrency, ban, a.plain)
         out["round"] = r
         out["plain"] = a.plain
+        out["temperature"] = a.temperature
         print(json.dumps(out), flush=True)
 
 

@@ -14,6 +14,7 @@
 
 #include "backend/kv_view.h"
 #include "backend/op_profile.h"
+#include "backend/pick_rule.h"
 #include "core/tensor.h"
 
 namespace fathom {
@@ -186,10 +187,11 @@ class Backend {
                         Tensor& dst);
 
   // --- Picking ---
-  // ids[r] (i32) = the greedy pick of row r of x [rows, vocab] (f32): the
-  // first index of its largest value, NaNs never picked (cpu::argmax's rule),
-  // so a step's logits need not leave the device to be decoded greedily.
-  void argmax_rows(const Tensor& x, Tensor& ids);
+  // ids[r] (i32) = the token rules[r] picks from row r of x [rows, vocab]
+  // (f32): greedy (the first index of the largest value, NaNs never picked)
+  // or drawn by the rule's uniform (cpu::pick_token's rule), so a step's
+  // logits need not leave the device to be decoded.
+  void pick_rows(const Tensor& x, std::span<const PickRule> rules, Tensor& ids);
 
   // --- Mixture of experts ---
   // Per row of logits [T, E]: softmax, the k most probable experts (ties to the
@@ -268,7 +270,7 @@ class Backend {
   virtual void gather_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst) = 0;
   virtual void scatter_add_rows_impl(const Tensor& src, const std::vector<int32_t>& rows,
                                      const std::vector<float>& weights, Tensor& dst) = 0;
-  virtual void argmax_rows_impl(const Tensor& x, Tensor& ids) = 0;
+  virtual void pick_rows_impl(const Tensor& x, std::span<const PickRule> rules, Tensor& ids) = 0;
   virtual void route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale,
                                 Tensor& ids, Tensor& weights) = 0;
   // The routing brought to the host, then each picked expert run once over

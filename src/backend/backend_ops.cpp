@@ -2,6 +2,9 @@
 // ops (backend.cpp has the matmul, norm and attention ones). Every check names
 // the op and the shapes it got.
 #include "backend/backend.h"
+
+#include <cmath>
+
 #include "backend/op_checks.h"
 #include "core/error.h"
 
@@ -151,14 +154,20 @@ void Backend::scatter_add_rows(const Tensor& src, const std::vector<int32_t>& ro
   scatter_add_rows_impl(src, rows, weights, dst);
 }
 
-void Backend::argmax_rows(const Tensor& x, Tensor& ids) {
-  const OpScope scope(profile_, "argmax_rows");
-  expect_f32(x, "argmax_rows", "x");
-  expect_rank(x, 2, "argmax_rows", "x");
-  check(x.dim(1) >= 1, "argmax_rows: rows of ", x.dim(1), " values have nothing to pick");
-  check(ids.dtype() == DType::i32 && ids.rank() == 1 && ids.dim(0) == x.dim(0), "argmax_rows: ids ",
+void Backend::pick_rows(const Tensor& x, std::span<const PickRule> rules, Tensor& ids) {
+  const OpScope scope(profile_, "pick_rows");
+  expect_f32(x, "pick_rows", "x");
+  expect_rank(x, 2, "pick_rows", "x");
+  check(x.dim(1) >= 1, "pick_rows: rows of ", x.dim(1), " values have nothing to pick");
+  check(ids.dtype() == DType::i32 && ids.rank() == 1 && ids.dim(0) == x.dim(0), "pick_rows: ids ",
         dtype_name(ids.dtype()), " ", ids.shape_string(), " should be i32 [", x.dim(0), "]");
-  argmax_rows_impl(x, ids);
+  check(int64_t(rules.size()) == x.dim(0), "pick_rows: ", rules.size(), " rules for ", x.dim(0), " rows");
+  for (const PickRule& r : rules)
+    check(std::isfinite(r.temperature) && r.temperature >= 0.0f && r.min_p >= 0.0f && r.min_p <= 1.0f &&
+              r.uniform >= 0.0 && r.uniform < 1.0,
+          "pick_rows: a rule of temperature ", r.temperature, ", min_p ", r.min_p, ", uniform ", r.uniform,
+          " (temperature >= 0, min_p in [0, 1], uniform in [0, 1))");
+  pick_rows_impl(x, rules, ids);
 }
 
 void Backend::route_top_k(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale, Tensor& ids,

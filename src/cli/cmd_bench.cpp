@@ -58,6 +58,7 @@ Command add_bench_command(CLI::App& app) {
     std::string prompt_file;
     bool synthetic_context = false;
     bool profile_ops = false, profile_step_graph = false;
+    float temperature = 0.0f, min_p = 0.0f;
     SpeculationOptions speculation;
   };
   auto o = std::make_shared<Options>();
@@ -80,6 +81,12 @@ Command add_bench_command(CLI::App& app) {
   app.add_flag("--profile-step-graph", o->profile_step_graph,
                "after decoding, time the last decode step's graph (devices that replay steps as graphs) whole and "
                "without each of its kernels in turn (what each kernel costs inside the graph)");
+  app.add_option("--temperature", o->temperature,
+                 "decode by drawing each token at this temperature (seeded, picked where the logits are) instead "
+                 "of greedily")
+      ->capture_default_str();
+  app.add_option("--min-p", o->min_p, "with --temperature: leave out tokens below this × the best one's probability")
+      ->capture_default_str();
   o->speculation.add_to(app);
   return [o] {
     if (o->model.maybe_describe_kv()) return 0;
@@ -88,6 +95,8 @@ Command add_bench_command(CLI::App& app) {
     check(o->repeat > 0, "--repeat must be positive, got ", o->repeat);
     check(o->batch >= 1 && o->batch <= 256, "--batch must be in 1..256, got ", o->batch);
     check(!o->synthetic_context || !o->speculation.enabled(), "--synthetic-context cannot be used with speculation");
+    const SamplingParams sampling{.temperature = o->temperature, .min_p = o->min_p, .seed = 1234};
+    sampling.validate();
     MemoryContract contract = o->model.memory_contract();
     o->speculation.add_to_contract(contract, o->model);
     const auto policy = o->model.prefill_policy(contract);
@@ -134,10 +143,17 @@ Command add_bench_command(CLI::App& app) {
       if (o->profile_ops) model->backend().set_op_profile(&decode_ops);
       const auto t1 = clock::now();
       std::vector<SequenceStep> step(batch);
+      std::vector<Sampler> samplers;
+      for (size_t b = 0; b < batch; ++b) {
+        SamplingParams p = sampling;
+        p.seed += b;
+        samplers.emplace_back(p);
+      }
       for (int64_t i = 0; i < o->gen_tokens; ++i) {
-        // Greedy, as the engine decodes a greedy run: each row's pick made
-        // where the logits are.
-        for (size_t b = 0; b < batch; ++b) step[b] = {states[b].get(), {next[b]}, WantLogits::pick};
+        // As the engine decodes a greedy or temperature run: each row's pick
+        // made where the logits are.
+        for (size_t b = 0; b < batch; ++b)
+          step[b] = {states[b].get(), {next[b]}, WantLogits::pick, samplers[b].next_pick_rule()};
         const Tensor picks = model->forward(step).picks;
         for (size_t b = 0; b < batch; ++b) next[b] = picks.data<int32_t>()[b];
       }
@@ -198,6 +214,8 @@ Command add_bench_command(CLI::App& app) {
         {"repeat", o->repeat},
         {"prefill_tok_s", median(prefill_tps)},
         {"batch", o->batch},
+        {"temperature", o->temperature},
+        {"min_p", o->min_p},
         {"decode_tok_s", median(decode_tps)},
         {"decode_tok_s_per_sequence", median(decode_tps) / double(o->batch)},
         {"weight_bytes", model->weight_bytes()},

@@ -27,8 +27,20 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
   if (params_.temperature < kGreedyBelowTemperature) params_.temperature = 0.0f;
 }
 
+bool Sampler::pickable(const SamplingParams& params) {
+  return params.repetition_penalty == 1.0f &&
+         (params.temperature < kGreedyBelowTemperature || (params.top_k == 0 && params.top_p >= 1.0f));
+}
+
+PickRule Sampler::next_pick_rule() {
+  check(pickable(params_), "sampler: top-k, top-p and the repetition penalty are not picked where the logits are");
+  if (params_.temperature == 0.0f) return {};
+  return {params_.temperature, params_.min_p, uniform()};
+}
+
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   if (params_.temperature == 0.0f && params_.repetition_penalty == 1.0f) return cpu::argmax(logits);  // no copy
+  if (pickable(params_)) return cpu::pick_token(logits, next_pick_rule());
   distribution(logits, history, scratch_);
   return draw(scratch_);
 }

@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "backend/pick_rule.h"
+
 namespace fathom {
 
 struct SamplingParams {
@@ -31,7 +33,15 @@ struct TokenDistribution {
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
+  // Whether a sampler of these parameters draws as Backend::pick_rows does,
+  // where the logits are: greedy, or temperature and min-p alone (no top-k,
+  // top-p or repetition penalty).
+  static bool pickable(const SamplingParams& params);
+  // The rule its next token is picked by (that token's uniform drawn now
+  // when it samples); for a pickable sampler.
+  PickRule next_pick_rule();
   // `history` holds the prompt and generated ids (for the repetition penalty).
+  // A pickable sampler's draw is cpu::pick_token by next_pick_rule().
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
   // The distribution sample() draws from, into `out`.
   void distribution(std::span<const float> logits, std::span<const int32_t> history, TokenDistribution& out);

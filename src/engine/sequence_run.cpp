@@ -17,8 +17,7 @@ SamplingParams draft_params(SamplingParams p) {
 }
 
 bool picks_suffice(const GenerationRequest& r, bool reads_logits) {
-  return r.sampling.temperature == 0.0f && r.sampling.repetition_penalty == 1.0f && !r.adjust_logits &&
-         !r.constraint && !reads_logits;
+  return Sampler::pickable(r.sampling) && !r.adjust_logits && !r.constraint && !reads_logits;
 }
 
 }  // namespace
@@ -113,7 +112,8 @@ std::optional<SequenceStep> SequenceRun::plan(int64_t budget) {
     const WantLogits want = !last ? WantLogits::none
                             : picks_ && request_.max_new_tokens > 0 ? WantLogits::pick
                                                                      : WantLogits::last;
-    return SequenceStep{state_.get(), {begin, begin + planned_}, want};
+    return SequenceStep{state_.get(), {begin, begin + planned_}, want,
+                        want == WantLogits::pick ? sampler_.next_pick_rule() : PickRule{}};
   }
   // Decode: the pending token, and drafts when a drafter has some.
   draft_ = {};
@@ -130,12 +130,15 @@ std::optional<SequenceStep> SequenceRun::plan(int64_t budget) {
   if (request_.constraint) cut_drafts_to_constraint();
   const int64_t drafted = int64_t(draft_.tokens.size());
   ++result_.spec.target_passes;
-  if (drafted == 0) return SequenceStep{state_.get(), {next_}, picks_ ? WantLogits::pick : WantLogits::last};
+  if (drafted == 0)
+    return picks_ ? SequenceStep{state_.get(), {next_}, WantLogits::pick, sampler_.next_pick_rule()}
+                  : SequenceStep{state_.get(), {next_}, WantLogits::last, {}};
   std::vector<int32_t> ids = {next_};
   ids.insert(ids.end(), draft_.tokens.begin(), draft_.tokens.end());
   state_->begin(int64_t(ids.size()));
-  // Greedy verification needs each row's pick alone.
-  return SequenceStep{state_.get(), std::move(ids), picks_ ? WantLogits::pick_all : WantLogits::all};
+  // Greedy verification needs each row's pick alone; sampled verification
+  // judges drafts against the rows' distributions on the host.
+  return SequenceStep{state_.get(), std::move(ids), verify_picks() ? WantLogits::pick_all : WantLogits::all, {}};
 }
 
 void SequenceRun::cut_drafts_to_constraint() {
@@ -208,14 +211,15 @@ void SequenceRun::absorb_verify(const StepOutput& out, int64_t first_row, int64_
   int64_t accepted = 0;
   bool going = true;
   std::span<const float> pending;  // stays empty for picks
+  const bool picks = verify_picks();
   for (int64_t i = 0;; ++i) {
-    if (!picks_) pending = row(out.logits, first_row + i);
+    if (!picks) pending = row(out.logits, first_row + i);
     if (i == drafted) {
-      next_ = picks_ ? picked(out, pick + i) : sampler_.sample(pending, history_);
+      next_ = picks ? picked(out, pick + i) : sampler_.sample(pending, history_);
       break;
     }
     DraftVerdict verdict;
-    if (picks_) {
+    if (picks) {
       // Greedy: the target is all on the row's pick, so the draft stands
       // exactly when it is the pick, which replaces it otherwise (what
       // judge_draft decides for a point mass).

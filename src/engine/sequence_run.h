@@ -103,10 +103,12 @@ class SequenceRun {
   const OnToken on_token_;
   const Speculation speculation_;
   const int64_t vocab_;
-  // Whether the run's tokens are the device's greedy picks (every part that
-  // ends in a token asks for them): greedy sampling with nothing that reads
-  // or changes a row on the host.
+  // Whether the run's tokens are picked on the device (every part that ends
+  // in a token asks for a pick): sampling that Backend::pick_rows does
+  // (Sampler::pickable) with nothing that reads or changes a row on the host.
+  // Verify spans take picks only when greedy.
   const bool picks_;
+  bool verify_picks() const { return picks_ && sampler_.greedy(); }
   std::unique_ptr<SequenceState> state_;
   HeldSequence* held_ = nullptr;
   int64_t chunk_ = 0, prefilled_ = 0, planned_ = 0, reused_ = 0;

@@ -62,7 +62,7 @@ StepOutput DecoderModel::logits(const Tensor& x, const StepLayout& layout) const
   if (whole) result.logits = b.download(picked ? out.slice_rows(0, whole) : out);
   if (picked) {
     Tensor ids = b.empty({picked}, DType::i32);
-    b.argmax_rows(whole ? out.slice_rows(whole, n) : out, ids);
+    b.pick_rows(whole ? out.slice_rows(whole, n) : out, layout.pick_rules, ids);
     result.picks = b.download(ids);
   }
   return result;

@@ -59,6 +59,7 @@ StepOutput Model::forward(std::span<const SequenceStep> step) const {
         for (int64_t r = begin; r < end; ++r) {
           if (s.logits == WantLogits::pick_all || (s.logits == WantLogits::pick && r == t - 1)) {
             layout.pick_rows.push_back(row + r - begin);
+            layout.pick_rules.push_back(s.logits == WantLogits::pick ? s.pick_rule : PickRule{});
             pick_dst.push_back(pick_offset + (s.logits == WantLogits::pick_all ? r : 0));
           }
           const bool wanted = s.logits == WantLogits::all || (s.logits == WantLogits::last && r == t - 1);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/pick_rule.h"
 #include "core/tensor.h"
 #include "kv/sequence_state.h"
 
@@ -15,9 +16,9 @@ namespace fathom {
 
 // What a sequence wants back from its rows: nothing (a prefill chunk before
 // the last), its last row's logits, every row's (a verify span), or only the
-// greedy pick (Backend::argmax_rows) of its last row or of every row, found
-// where the logits are: a greedy run whose logits no one reads never brings
-// a row to the host.
+// token picked (Backend::pick_rows) from its last row or greedily from every
+// row, where the logits are: a run whose logits no one reads on the host
+// never brings a row there.
 enum class WantLogits : uint8_t { none, last, all, pick, pick_all };
 
 // What one sequence runs in a step.
@@ -25,6 +26,7 @@ struct SequenceStep {
   SequenceState* state = nullptr;
   std::vector<int32_t> ids;
   WantLogits logits = WantLogits::last;
+  PickRule pick_rule = {};  // how WantLogits::pick picks (pick_all is greedy)
   int64_t logit_rows() const {
     return logits == WantLogits::all ? int64_t(ids.size()) : logits == WantLogits::last ? 1 : 0;
   }
@@ -50,7 +52,8 @@ struct StepLayout {
   std::vector<Segment> segments;
   std::vector<int32_t> ids;         // every row's token
   std::vector<int64_t> logit_rows;  // the rows whose logits the step returns, in order
-  std::vector<int64_t> pick_rows;   // the rows whose greedy picks it returns, in order
+  std::vector<int64_t> pick_rows;   // the rows whose picks it returns, in order
+  std::vector<PickRule> pick_rules;  // how each of them is picked
   int64_t rows() const { return int64_t(ids.size()); }
 };
 

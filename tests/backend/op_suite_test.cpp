@@ -19,6 +19,7 @@
 
 #include "backend/affine_weights.h"
 #include "backend/backend.h"
+#include "backend/cpu/kernels.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kv/block_pool.h"
@@ -899,7 +900,7 @@ TEST_P(OpSuite, RowMovementRejectsBadArguments) {
 }
 
 // ---------------------------------------------------------------------------
-// Greedy picks
+// Picks: greedy, and drawn by a rule
 
 // The first index of the largest non-NaN value; a row with nothing above
 // -inf: its first -inf; a row of NaNs: 0.
@@ -910,7 +911,7 @@ int32_t first_largest(const float* x, int64_t n) {
   return std::max(best, 0);
 }
 
-TEST_P(OpSuite, ArgmaxRows) {
+TEST_P(OpSuite, PickRowsGreedily) {
   SCOPED_TRACE(seed_note());
   constexpr float kNan = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
   // One span, a span and one more, many spans, and more spans than a row may
@@ -936,22 +937,68 @@ TEST_P(OpSuite, ArgmaxRows) {
     std::fill(r + 7 * n, r + 8 * n, 0.25f);
     const Tensor dev = upload(x, {rows, n});
     Tensor ids = out({rows}, DType::i32);
-    backend_->argmax_rows(dev, ids);
+    const std::vector<PickRule> greedy(static_cast<size_t>(rows));
+    backend_->pick_rows(dev, greedy, ids);
     const std::vector<int32_t> got = read_i32(ids);
     for (int64_t row = 0; row < rows; ++row)
-      EXPECT_EQ(got[size_t(row)], first_largest(x.data() + row * n, n)) << "argmax_rows n=" << n << " row " << row;
+      EXPECT_EQ(got[size_t(row)], first_largest(x.data() + row * n, n)) << "pick_rows n=" << n << " row " << row;
   }
 }
 
-TEST_P(OpSuite, ArgmaxRowsRejectsBadArguments) {
+// Rows drawn from by a temperature, a min-p and a uniform pick what the host
+// sampler's draw picks from them (cpu::pick_token), beside greedy rows.
+TEST_P(OpSuite, PickRowsDrawsAsTheHostSamplerDoes) {
+  SCOPED_TRACE(seed_note());
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (const int64_t n : {1, 7, 4097, 70001, 151936}) {
+    const int64_t rows = 12;
+    std::vector<float> x(size_t(rows * n));
+    std::normal_distribution<float> logit(0.0f, 3.0f);
+    for (float& v : x) v = logit(rng_);
+    std::uniform_int_distribution<int64_t> at(0, n - 1);
+    float* r = x.data();
+    for (int k = 0; k < 20; ++k) r[at(rng_)] = -kInf;  // row 0: masked ids
+    r[n + at(rng_)] = kInf;                            // row 1: an infinite best takes all
+    std::fill(r + 2 * n, r + 3 * n, -kInf);            // row 2: nothing above -inf
+    std::fill(r + 3 * n, r + 4 * n, 0.5f);             // row 3: all one value
+    std::vector<PickRule> rules(static_cast<size_t>(rows));
+    for (int64_t row = 0; row < rows; ++row) {
+      const double temperature = row == 4 ? 1e-3 : row == 5 ? 50.0 : 0.2 + 2.0 * u(rng_);
+      const float min_p = row % 3 == 0 ? 0.0f : row % 3 == 1 ? 0.05f : float(u(rng_));
+      if (row != 11) rules[size_t(row)] = {float(temperature), min_p, row == 6 ? 0.0 : row == 7 ? 0.9999999999 : u(rng_)};
+    }
+    const Tensor dev = upload(x, {rows, n});
+    Tensor ids = out({rows}, DType::i32);
+    backend_->pick_rows(dev, rules, ids);
+    const std::vector<int32_t> got = read_i32(ids);
+    for (int64_t row = 0; row < rows; ++row) {
+      const PickRule& rule = rules[size_t(row)];
+      EXPECT_EQ(got[size_t(row)], cpu::pick_token({x.data() + row * n, size_t(n)}, rule))
+          << "pick_rows n=" << n << " row " << row << " (temperature " << rule.temperature << ", min_p " << rule.min_p
+          << ", uniform " << rule.uniform << ")";
+    }
+  }
+}
+
+TEST_P(OpSuite, PickRowsRejectsBadArguments) {
   SCOPED_TRACE(seed_note());
   const Tensor x = input({3, 8}).dev, flat = input({8}).dev;
   Tensor ids = out({3}, DType::i32), ids_f32 = out({3}), ids_short = out({2}, DType::i32);
-  EXPECT_THROW(backend_->argmax_rows(flat, ids), Error);       // x must be [rows, vocab]
-  EXPECT_THROW(backend_->argmax_rows(x, ids_f32), Error);      // ids must be i32
-  EXPECT_THROW(backend_->argmax_rows(x, ids_short), Error);    // one id per row
+  const std::vector<PickRule> greedy(3);
+  EXPECT_THROW(backend_->pick_rows(flat, greedy, ids), Error);       // x must be [rows, vocab]
+  EXPECT_THROW(backend_->pick_rows(x, greedy, ids_f32), Error);      // ids must be i32
+  EXPECT_THROW(backend_->pick_rows(x, greedy, ids_short), Error);    // one id per row
   const Tensor empty_rows = input({3, 0}).dev;
-  EXPECT_THROW(backend_->argmax_rows(empty_rows, ids), Error);  // nothing to pick
+  EXPECT_THROW(backend_->pick_rows(empty_rows, greedy, ids), Error);  // nothing to pick
+  EXPECT_THROW(backend_->pick_rows(x, std::vector<PickRule>(2), ids), Error);  // one rule per row
+  for (const PickRule bad : {PickRule{-1.0f, 0.0f, 0.5}, PickRule{NAN, 0.0f, 0.5}, PickRule{1.0f, 1.5f, 0.5},
+                             PickRule{1.0f, 0.0f, 1.0}, PickRule{1.0f, 0.0f, -0.25}}) {
+    std::vector<PickRule> rules(3);
+    rules[1] = bad;
+    EXPECT_THROW(backend_->pick_rows(x, rules, ids), Error)
+        << "temperature " << bad.temperature << ", min_p " << bad.min_p << ", uniform " << bad.uniform;
+  }
 }
 
 // ---------------------------------------------------------------------------

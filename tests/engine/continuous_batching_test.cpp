@@ -145,29 +145,44 @@ TEST(ContinuousBatching, RowsSampledAcrossThreadsDrawWhatOneThreadDraws) {
   }
 }
 
-// A greedy run takes its tokens as the step's picks unless on_token reads
-// logits; either way it emits the same tokens, and on_token sees logits
-// exactly when it asked for them.
-TEST(ContinuousBatching, GreedyRunsTakePicksUnlessTheirLogitsAreRead) {
+// A greedy run, or one sampled by temperature and min-p alone, takes its
+// tokens as the step's picks unless on_token reads logits; either way it
+// emits the same tokens (the same seeded draws), and on_token sees logits
+// exactly when it asked for them. Top-p sampling is the host's: its rows
+// always come back.
+TEST(ContinuousBatching, RunsTakePicksUnlessTheirLogitsAreRead) {
   auto model = load_fixture("qwen3_untied_4layer");
   std::mt19937 rng(std::random_device{}());
   const FixedPrefillPolicy policy(4);
+  const size_t vocab = size_t(model->config().vocab_size);
   GenerationRequest r;
   r.prompt = testing::random_ids(9, model->config().vocab_size, rng);  // prefilled in three chunks
   r.max_new_tokens = 7;
-  r.sampling.temperature = 0.0f;
-  std::vector<GenerationResult> results;
-  for (const bool token_logits : {true, false}) {
-    r.token_logits = token_logits;
-    std::vector<size_t> sizes;
-    results.push_back(generate(*model, policy, r, [&](const GeneratedToken& t) {
-      sizes.push_back(t.logits.size());
-      return true;
-    }));
-    ASSERT_EQ(sizes.size(), 7u);
-    for (const size_t n : sizes) EXPECT_EQ(n, token_logits ? size_t(model->config().vocab_size) : 0u);
+  const SamplingParams greedy{.temperature = 0.0f}, sampled{.temperature = 1.5f, .min_p = 0.02f, .seed = rng()},
+      top_p{.temperature = 1.5f, .top_p = 0.9f, .seed = rng()};
+  for (const SamplingParams& sampling : {greedy, sampled, top_p}) {
+    SCOPED_TRACE("temperature " + std::to_string(sampling.temperature) + ", top_p " + std::to_string(sampling.top_p));
+    r.sampling = sampling;
+    std::vector<GenerationResult> results;
+    for (const bool token_logits : {true, false}) {
+      r.token_logits = token_logits;
+      std::vector<size_t> sizes;
+      results.push_back(generate(*model, policy, r, [&](const GeneratedToken& t) {
+        sizes.push_back(t.logits.size());
+        return true;
+      }));
+      ASSERT_EQ(sizes.size(), 7u);
+      const bool picks = !token_logits && sampling.top_p == 1.0f;
+      for (const size_t n : sizes) EXPECT_EQ(n, picks ? 0u : vocab);
+    }
+    EXPECT_EQ(results[0].ids, results[1].ids);
   }
-  EXPECT_EQ(results[0].ids, results[1].ids);
+  // Sampled at a temperature this high, the seeded draws are not the greedy tokens.
+  r.token_logits = false;
+  r.sampling = greedy;
+  const GenerationResult g = generate(*model, policy, r);
+  r.sampling = sampled;
+  EXPECT_NE(generate(*model, policy, r).ids, g.ids);
 }
 
 // Prompt lookup, or else the last token repeated: every step drafts, right or wrong.

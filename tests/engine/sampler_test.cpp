@@ -193,6 +193,66 @@ TEST(Sampler, DrawFrequenciesFollowTheDistribution) {
   EXPECT_NEAR(counts[2] / double(n), 0.2, 0.02);
 }
 
+// The candidates' walk of a distribution by a uniform: what draw() does.
+int32_t walk(const TokenDistribution& d, double uniform) {
+  double acc = 0.0;
+  for (size_t i = 0; i < d.ids.size(); ++i)
+    if (uniform < (acc += d.probs[i])) return d.ids[i];
+  return d.ids.back();
+}
+
+// cpu::pick_token (what Backend::pick_rows draws on every device) picks what
+// the sampler's distribution gives for the same uniform, bit for bit: masked
+// ids, a flat row, tiny and huge temperatures, min-p from none to all.
+TEST(Sampler, PickTokenDrawsFromTheSamplersDistribution) {
+  auto rng = fresh_rng();
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (const int n : {1, 2, 5, 1000, 40000}) {
+    std::vector<float> logits = random_logits(rng, n);
+    for (int k = 0; k < n / 10; ++k) logits[size_t(rng() % uint64_t(n))] = -INFINITY;
+    std::vector<float> flat(size_t(n), 1.5f);
+    for (const auto* row : {&logits, &flat})
+      for (const float temperature : {1e-3f, 0.3f, 1.0f, 2.5f, 80.0f})
+        for (const float min_p : {0.0f, 0.05f, 0.6f, 1.0f}) {
+          Sampler s({.temperature = temperature, .min_p = min_p});
+          ASSERT_TRUE(Sampler::pickable({.temperature = temperature, .min_p = min_p}));
+          TokenDistribution d;
+          s.distribution(*row, {}, d);
+          for (const double uniform : {0.0, u(rng), u(rng), u(rng), 0.99999999999}) {
+            const PickRule rule{temperature, min_p, uniform};
+            EXPECT_EQ(cpu::pick_token(*row, rule), walk(d, uniform))
+                << "n " << n << (row == &flat ? " flat" : "") << ", temperature " << temperature << ", min_p "
+                << min_p << ", uniform " << uniform;
+          }
+        }
+  }
+}
+
+// Greedy samplers and those of temperature and min-p alone pick where the
+// logits are; a pickable sampler's next rule carries the uniform its own
+// sample() would have drawn, and sample() draws by it.
+TEST(Sampler, PickableSamplersDrawByTheirNextRule) {
+  auto rng = fresh_rng();
+  EXPECT_TRUE(Sampler::pickable({.temperature = 0.0f}));
+  EXPECT_TRUE(Sampler::pickable({.temperature = 0.0f, .top_k = 5, .top_p = 0.5f}));  // greedy all the same
+  EXPECT_TRUE(Sampler::pickable({.temperature = 0.7f, .min_p = 0.1f}));
+  EXPECT_FALSE(Sampler::pickable({.temperature = 0.7f, .top_k = 40}));
+  EXPECT_FALSE(Sampler::pickable({.temperature = 0.7f, .top_p = 0.9f}));
+  EXPECT_FALSE(Sampler::pickable({.temperature = 0.0f, .repetition_penalty = 1.2f}));
+  const uint64_t seed = rng();
+  Sampler a({.temperature = 0.7f, .min_p = 0.1f, .seed = seed}), b({.temperature = 0.7f, .min_p = 0.1f, .seed = seed});
+  const std::vector<float> logits = random_logits(rng, 300);
+  for (int i = 0; i < 20; ++i) {
+    const PickRule rule = a.next_pick_rule();
+    EXPECT_EQ(rule.temperature, 0.7f);
+    EXPECT_EQ(rule.min_p, 0.1f);
+    EXPECT_EQ(b.sample(logits, {}), cpu::pick_token(logits, rule)) << "draw " << i;
+  }
+  EXPECT_EQ(Sampler({.temperature = 0.0f}).next_pick_rule().temperature, 0.0f);
+  Sampler top_k({.temperature = 0.7f, .top_k = 40});
+  EXPECT_THROW(top_k.next_pick_rule(), Error);
+}
+
 TEST(Sampler, InvalidParametersAreRejected) {
   EXPECT_THROW(Sampler({.temperature = -1.0f}), Error);
   EXPECT_THROW(Sampler({.top_p = 0.0f}), Error);

@@ -101,14 +101,27 @@ std::span<const float> row_of(const Tensor& logits, int64_t r) {
 // A step whose odd sequences asked for picks, against the same step asking
 // every row whole (`want`): the rows it returned whole are the even ones,
 // bit for bit, and each pick is what the host's argmax takes from that row.
-void expect_rows_and_picks(const StepOutput& got, const Tensor& want, const std::string& what) {
+// The rule of a step's k-th pick: greedy, or a draw at a random temperature
+// and min-p by a fresh uniform.
+PickRule pick_rule(int64_t k, std::mt19937_64& rng) {
+  if (k % 2 == 0) return {};
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  return {float(0.5 + u(rng)), u(rng) < 0.5 ? 0.0f : 0.05f, u(rng)};
+}
+
+void expect_rows_and_picks(const StepOutput& got, const Tensor& want, std::span<const PickRule> rules,
+                           const std::string& what) {
   const int64_t rows = want.dim(0), picks = rows / 2;
   ASSERT_EQ(got.picks.numel(), picks) << what;
   ASSERT_EQ(got.logits.dim(0), rows - picks) << what;
+  ASSERT_EQ(int64_t(rules.size()), picks) << what;
   for (int64_t r = 0; r < rows; ++r) {
     const std::span<const float> w = row_of(want, r);
     if (r % 2) {
-      EXPECT_EQ(got.picks.data<int32_t>()[r / 2], cpu::argmax(w)) << what << ", row " << r;
+      const PickRule& rule = rules[size_t(r / 2)];
+      EXPECT_EQ(got.picks.data<int32_t>()[r / 2], cpu::pick_token(w, rule))
+          << what << ", row " << r << " (temperature " << rule.temperature << ", min_p " << rule.min_p
+          << ", uniform " << rule.uniform << ")";
     } else {
       ASSERT_EQ(0, std::memcmp(row_of(got.logits, r / 2).data(), w.data(), w.size_bytes())) << what << ", row " << r;
     }
@@ -234,15 +247,20 @@ TEST_P(DeviceParity, ReplayedStepsEqualEagerStepsBitForBit) {
     for (int step = 0; step < 60; ++step) {
       std::vector<SequenceStep> eager_step, replayed_step;
       std::vector<size_t> members;
+      std::vector<PickRule> rules;
       for (size_t i = 0; i < last.size(); ++i) {
         if (step % 5 == 4 && i == size_t(step / 5) % last.size()) continue;
         members.push_back(i);
         eager_step.push_back({eager_states[i].get(), {last[i]}, WantLogits::last});
-        const bool pick = members.size() % 2 == 0;  // odd rows of the step
-        replayed_step.push_back({replayed_states[i].get(), {last[i]}, pick ? WantLogits::pick : WantLogits::last});
+        if (members.size() % 2 == 0) {  // odd rows of the step
+          rules.push_back(pick_rule(step + int64_t(i), rng));
+          replayed_step.push_back({replayed_states[i].get(), {last[i]}, WantLogits::pick, rules.back()});
+        } else {
+          replayed_step.push_back({replayed_states[i].get(), {last[i]}, WantLogits::last});
+        }
       }
       const Tensor want = eager->forward(eager_step).logits;
-      expect_rows_and_picks(replayed->forward(replayed_step), want, "step " + std::to_string(step));
+      expect_rows_and_picks(replayed->forward(replayed_step), want, rules, "step " + std::to_string(step));
       for (size_t m = 0; m < members.size(); ++m) last[members[m]] = cpu::argmax(row_of(want, int64_t(m)));
     }
     const Backend::StepReplays r = replayed->backend().step_replays();
@@ -282,13 +300,15 @@ TEST_P(DeviceParity, WideReplayedStepsEqualEagerSteps) {
   const int64_t replays_before = replayed->backend().step_replays().replays;
   for (int step = 0; step < 12; ++step) {
     std::vector<SequenceStep> eager_step, replayed_step;
+    std::vector<PickRule> rules;
     for (int64_t i = 0; i < kSequences; ++i) {
       eager_step.push_back({eager_states[size_t(i)].get(), {last[size_t(i)]}, WantLogits::last});
-      replayed_step.push_back(
-          {replayed_states[size_t(i)].get(), {last[size_t(i)]}, i % 2 ? WantLogits::pick : WantLogits::last});
+      if (i % 2) rules.push_back(pick_rule(i / 2, rng));
+      replayed_step.push_back({replayed_states[size_t(i)].get(), {last[size_t(i)]},
+                               i % 2 ? WantLogits::pick : WantLogits::last, i % 2 ? rules.back() : PickRule{}});
     }
     const Tensor want = eager->forward(eager_step).logits;
-    expect_rows_and_picks(replayed->forward(replayed_step), want, "step " + std::to_string(step));
+    expect_rows_and_picks(replayed->forward(replayed_step), want, rules, "step " + std::to_string(step));
     for (int64_t i = 0; i < kSequences; ++i) last[size_t(i)] = cpu::argmax(row_of(want, i));
   }
   if (eager->config().num_experts == 0 && !eager->config().enable_moe_block) {

@@ -51,7 +51,7 @@ class CpuBackend final : public Backend {
   void gather_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst) override;
   void scatter_add_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, const std::vector<float>& weights,
                              Tensor& dst) override;
-  void argmax_rows_impl(const Tensor& x, Tensor& ids) override;
+  void pick_rows_impl(const Tensor& x, std::span<const PickRule> rules, Tensor& ids) override;
   void route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale, Tensor& ids,
                         Tensor& weights) override;
 

@@ -203,9 +203,18 @@ void softmax_row_avx512(float* x, int64_t n, int64_t first, int64_t last);
 
 // The greedy pick of a row of logits: the first index of its largest value.
 // NaNs are never picked; a row with nothing above −inf picks its first −inf,
-// and a row of NaNs picks 0. Backend::argmax_rows on every device answers
-// the same.
+// and a row of NaNs picks 0. Backend::pick_rows on every device answers the
+// same for a greedy rule.
 int32_t argmax(std::span<const float> logits);
+
+// The token `rule` picks from a row of logits (backend/pick_rule.h): argmax
+// for temperature 0; otherwise the softmax of logits / temperature (weights
+// by best_exp_weights), candidates whose probability is 0 or below min_p ×
+// the best one's left out, walked best first and then in id order until
+// their normalized probabilities add up past rule.uniform. The host sampler
+// draws this way (Sampler::sample); Backend::pick_rows on every device does
+// too, the CPU's bit for bit.
+int32_t pick_token(std::span<const float> logits, const PickRule& rule);
 
 // log Σ_i exp(x[i]) over x[0, n), n ≥ 1: −inf when every x[i] is −inf. The
 // server's logprobs take it over a whole vocabulary for every token, so the

@@ -109,7 +109,7 @@ class CudaBackend final : public Backend {
   void gather_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, Tensor& dst) override;
   void scatter_add_rows_impl(const Tensor& src, const std::vector<int32_t>& rows, const std::vector<float>& weights,
                              Tensor& dst) override;
-  void argmax_rows_impl(const Tensor& x, Tensor& ids) override;
+  void pick_rows_impl(const Tensor& x, std::span<const PickRule> rules, Tensor& ids) override;
   void route_top_k_impl(const Tensor& logits, int64_t k, bool renormalize, const Tensor* expert_scale, Tensor& ids,
                         Tensor& weights) override;
   void expert_mlps_impl(const ExpertBank& bank, const Tensor& x, const Tensor& ids, const Tensor& weights, Tensor& y,
@@ -288,6 +288,6 @@ class CudaBackend final : public Backend {
 };
 
 // Slots of CudaBackend::stage / scratch.
-enum Slot : int { kIds, kRows, kWeights, kBlockTable, kRowRefs, kRoundedX, kRotatedQ, kPartials, kDequantPanel };
+enum Slot : int { kIds, kRows, kWeights, kBlockTable, kRowRefs, kRoundedX, kRotatedQ, kPartials, kDequantPanel, kPickRules };
 
 }  // namespace fathom::cuda
