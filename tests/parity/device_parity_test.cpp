@@ -98,9 +98,6 @@ std::span<const float> row_of(const Tensor& logits, int64_t r) {
   return {logits.data<float>() + r * logits.dim(1), size_t(logits.dim(1))};
 }
 
-// A step whose odd sequences asked for picks, against the same step asking
-// every row whole (`want`): the rows it returned whole are the even ones,
-// bit for bit, and each pick is what the host's argmax takes from that row.
 // The rule of a step's k-th pick: greedy, or a draw at a random temperature
 // and min-p by a fresh uniform.
 PickRule pick_rule(int64_t k, std::mt19937_64& rng) {
@@ -109,6 +106,10 @@ PickRule pick_rule(int64_t k, std::mt19937_64& rng) {
   return {float(0.5 + u(rng)), u(rng) < 0.5 ? 0.0f : 0.05f, u(rng)};
 }
 
+// A step whose odd sequences asked for picks by `rules`, against the same
+// step asking every row whole (`want`): the rows it returned whole are the
+// even ones, bit for bit, and each pick is what the host's draw
+// (cpu::pick_token) takes from that row by its rule.
 void expect_rows_and_picks(const StepOutput& got, const Tensor& want, std::span<const PickRule> rules,
                            const std::string& what) {
   const int64_t rows = want.dim(0), picks = rows / 2;

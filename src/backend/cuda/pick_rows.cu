@@ -5,10 +5,11 @@
 // is read by many multiprocessors, and a second kernel takes each row's best
 // span. A value and its index travel as one 64-bit key whose order is the
 // pick's: the larger value first, then the lower index (cpu::argmax's rule).
-// Then a block for each row that samples draws from it as cpu::pick_token
-// does (the same steps, in double; sums in another order, so a draw can
-// differ from the host's only where its uniform falls within rounding of a
-// candidate's bound).
+// Then, for each row that samples, a block a span sums its weights, and a
+// block a row finds the span where the running sum passes the uniform and
+// walks it as cpu::pick_token does (the same steps, in double; sums in
+// another order, so a draw can differ from the host's only where its uniform
+// falls within rounding of a candidate's bound).
 #include <algorithm>
 #include <cmath>
 
@@ -81,6 +82,31 @@ __device__ __forceinline__ int32_t id_at(int64_t i, int32_t best) {
   return i == 0 ? best : i == best ? 0 : int32_t(i);
 }
 
+// Row r as the draw kernels read it: drawn from when its rule samples and its
+// best logit / temperature (`top`) is finite (an infinite one takes all the
+// mass: the best stays the pick).
+struct DrawnRow {
+  PickRule rule;
+  const float* x;
+  int32_t best;
+  float top;
+  bool drawn;
+};
+
+__device__ DrawnRow drawn_row(const float* x, int64_t n, int64_t row, const PickRule* rules, const int32_t* ids) {
+  DrawnRow d{rules[row], x + row * n, 0, 0.0f, false};
+  if (d.rule.temperature == 0.0f) return d;
+  d.best = ids[row];
+  d.top = d.x[d.best] / d.rule.temperature;
+  d.drawn = isfinite(d.top);
+  return d;
+}
+
+// The weight exp(x / t − top) at place i, in double (the host's exp_weights).
+__device__ __forceinline__ double weight_at(const DrawnRow& d, int64_t i) {
+  return exp(double(d.x[id_at(i, d.best)] / d.rule.temperature - d.top));
+}
+
 // What a span of a sampled row holds: its weights exp(x / t − max) summed,
 // those of its kept candidates (weight ≥ min_p, the best's weight being 1)
 // summed, and its last kept place (−1: none).
@@ -95,19 +121,15 @@ __global__ void draw_spans_kernel(const float* x, int64_t n, int64_t span, const
                                   SpanMass* mass) {
   await_previous_kernel();
   const int64_t row = blockIdx.y;
-  const PickRule rule = rules[row];
-  if (rule.temperature == 0.0f) return;
-  const float* xr = x + row * n;
-  const int32_t best = ids[row];
-  const float t = rule.temperature, top = xr[best] / t;
-  if (!isfinite(top)) return;  // an infinite best logit takes all the mass
+  const DrawnRow d = drawn_row(x, n, row, rules, ids);
+  if (!d.drawn) return;
   const int64_t begin = int64_t(blockIdx.x) * span, end = std::min(n, begin + span);
   double weights = 0.0, kept = 0.0;
   long long last = -1;
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const double w = exp(double(xr[id_at(i, best)] / t - top));
+    const double w = weight_at(d, i);
     weights += w;
-    if (w != 0.0 && (i == 0 || w >= rule.min_p)) kept += w, last = i;
+    if (w != 0.0 && (i == 0 || w >= d.rule.min_p)) kept += w, last = i;
   }
   for (int o = 16; o > 0; o >>= 1) {
     weights += __shfl_xor_sync(0xffffffffu, weights, o);
@@ -157,12 +179,9 @@ __global__ void draw_rows_kernel(const float* x, int64_t n, int64_t span, int sp
                                  const SpanMass* mass, int32_t* ids) {
   await_previous_kernel();
   const int64_t row = blockIdx.x;
-  const PickRule rule = rules[row];
-  if (rule.temperature == 0.0f) return;
-  const float* xr = x + row * n;
-  const int32_t best = ids[row];
-  const float t = rule.temperature, top = xr[best] / t;
-  if (!isfinite(top)) return;
+  const DrawnRow d = drawn_row(x, n, row, rules, ids);
+  if (!d.drawn) return;
+  const PickRule& rule = d.rule;
   const SpanMass* m = mass + row * spans;
   double total = 0.0, kept = 0.0;
   int64_t last = 0;
@@ -182,7 +201,7 @@ __global__ void draw_rows_kernel(const float* x, int64_t n, int64_t span, int sp
   for (; s < spans; ++s) {
     const int64_t begin = int64_t(s) * span, end = std::min(n, begin + span), per = (span + kThreads - 1) / kThreads;
     const int64_t from = std::min(end, begin + threadIdx.x * per), to = std::min(end, from + per);
-    const auto p_at = [&](int64_t i) { return exp(double(xr[id_at(i, best)] / t - top)) / total; };
+    const auto p_at = [&](int64_t i) { return weight_at(d, i) / total; };
     const auto kept_at = [&](int64_t i, double p) { return p != 0.0 && (i == 0 || p >= threshold); };
     double mine = 0.0;
     for (int64_t i = from; i < to; ++i)
@@ -203,7 +222,7 @@ __global__ void draw_rows_kernel(const float* x, int64_t n, int64_t span, int sp
     if (chosen < (unsigned long long)n) break;
     before += span_sum;
   }
-  if (threadIdx.x == 0) ids[row] = id_at(chosen < (unsigned long long)n ? int64_t(chosen) : last, best);
+  if (threadIdx.x == 0) ids[row] = id_at(chosen < (unsigned long long)n ? int64_t(chosen) : last, d.best);
 }
 
 }  // namespace
