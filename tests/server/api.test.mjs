@@ -81,6 +81,12 @@ test("seed makes sampling reproducible", async () => {
   const c = await openai.completions.create({ model: "m", prompt: "Once upon", max_tokens: 8, seed: 7, temperature: 1 });
   const d = await openai.completions.create({ model: "m", prompt: "Once upon", max_tokens: 8, seed: 7, temperature: 1 });
   assert.equal(c.choices[0].text, d.choices[0].text);
+  // With logprobs the rows come to the host and are drawn from there; without, the
+  // tokens are picked where the logits are: the same seeded draws either way.
+  const e = await openai.completions.create({ model: "m", prompt: "Once upon", max_tokens: 8, seed: 7, temperature: 1,
+                                              logprobs: 0 });
+  assert.equal(e.choices[0].text, c.choices[0].text);
+  assert.equal(e.choices[0].logprobs.tokens.length, e.usage.completion_tokens);
 });
 
 test("stop strings cut the text before the stop string", async () => {
