@@ -178,6 +178,10 @@ std::unique_ptr<EngineWorker::Running> EngineWorker::start(const std::shared_ptr
 }
 
 void EngineWorker::end(Running& r) {
+  // Not running from the moment its client can learn that it ended: a client
+  // that reads /metrics after its last answer's end sees it gone, even while
+  // this step's other runs are still being ended.
+  --metrics_.running;
   const SequenceRun& run = *r.run;
   metrics_.drafted_tokens += run.result().spec.drafted;
   metrics_.accepted_tokens += run.result().spec.accepted;
