@@ -39,8 +39,7 @@ PickRule Sampler::next_pick_rule() {
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  if (params_.temperature == 0.0f && params_.repetition_penalty == 1.0f) return cpu::argmax(logits);  // no copy
-  if (pickable(params_)) return cpu::pick_token(logits, next_pick_rule());
+  if (pickable(params_)) return cpu::pick_token(logits, next_pick_rule());  // greedy: argmax, no copy
   distribution(logits, history, scratch_);
   return draw(scratch_);
 }

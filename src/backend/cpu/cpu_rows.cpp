@@ -111,17 +111,18 @@ int32_t pick_token(std::span<const float> logits, const PickRule& rule) {
   if (!std::isfinite(max_logit)) return best;  // an infinite best logit takes all the mass
   probs.resize(size_t(vocab));
   const double total = best_exp_weights()(work.data(), max_logit, vocab, probs.data());
+  const double threshold = rule.min_p * probs[size_t(best)] / total;
+  for (double& p : probs) p /= total;  // the probabilities, divided once for both walks
   // Candidates best first, then in id order (the best's place taken by id 0).
   const auto id_at = [best](int64_t i) { return i == 0 ? best : i == best ? 0 : int32_t(i); };
-  const double threshold = rule.min_p * probs[size_t(best)] / total;
   const auto kept = [&](int64_t i, double p) { return p != 0.0 && (i == 0 || p >= threshold); };
   double kept_total = 0.0;
   for (int64_t i = 0; i < vocab; ++i)
-    if (const double p = probs[size_t(id_at(i))] / total; kept(i, p)) kept_total += p;
+    if (const double p = probs[size_t(id_at(i))]; kept(i, p)) kept_total += p;
   double acc = 0.0;
   int32_t last = best;
   for (int64_t i = 0; i < vocab; ++i) {
-    const double p = probs[size_t(id_at(i))] / total;
+    const double p = probs[size_t(id_at(i))];
     if (!kept(i, p)) continue;
     last = id_at(i);
     acc += p / kept_total;
