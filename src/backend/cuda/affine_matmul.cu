@@ -248,17 +248,22 @@ void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* con
   for (size_t first = 0; first < targets.size();) {
     const AffineQuant& q = targets[first]->w->affine_quant();
     const bool mma = affine_mma_suits(M, *targets[first]->w, bf16_inputs);
-    const bool direct = mma && affine_direct_suits(M, K, q.bits, q.group_size);
+    const bool plane = mma && affine_plane_suits(M, K, q.bits, q.group_size);
+    const bool direct = mma && !plane && affine_direct_suits(M, K, q.bits, q.group_size);
     size_t next = first + 1;
     while (next < targets.size() && next - first < size_t(affine::kOutputs)) {
       const AffineQuant& n = targets[next]->w->affine_quant();
       if (n.bits != q.bits || (mma && n.group_size != q.group_size) ||
-          (direct && n.scales.dtype() != q.scales.dtype()))
+          ((direct || plane) && n.scales.dtype() != q.scales.dtype()))
         break;
       ++next;
     }
     const std::span<const MatmulTarget* const> run = targets.subspan(first, next - first);
     first = next;
+    if (plane) {
+      affine_plane_gemv(x.data<float>(), M, K, run);
+      continue;
+    }
     if (direct) {
       affine_direct_gemv(x.data<float>(), M, K, run);
       continue;

@@ -231,6 +231,13 @@ class CudaBackend final : public Backend {
   // dtype of their scales.
   static bool affine_direct_suits(int64_t M, int64_t K, int bits, int group);
   void affine_direct_gemv(const float* x, int64_t M, int64_t K, std::span<const MatmulTarget* const> targets);
+  // The same for one row of x over 4- and 8-bit codes in groups of 32-128
+  // on the integer tensor cores, x as three planes of signed bytes
+  // (affine_plane_gemv.cu; taken before the direct kernel): whether it takes
+  // M rows of K (x's planes are staged whole in shared memory), and one
+  // launch, whose targets also share the dtype of their scales.
+  static bool affine_plane_suits(int64_t M, int64_t K, int bits, int group);
+  void affine_plane_gemv(const float* x, int64_t M, int64_t K, std::span<const MatmulTarget* const> targets);
   void affine_panels(const MatmulTarget& t, int64_t M, int64_t K, const void* xs, bool bf16_inputs);
   // out[i] = the dequantized row ids[i] (device ids) of a quantized table.
   void affine_embedding(const Tensor& table, const int32_t* ids, int64_t n, Tensor& out);

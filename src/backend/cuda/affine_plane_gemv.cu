@@ -1,0 +1,512 @@
+// Decode matmuls of one row of x over 4- and 8-bit MLX affine codes
+// in bf16 compute, on the integer tensor cores: the codes are the mma's
+// unsigned bytes as they are (8 bits) or split into bytes by two masks (4
+// bits), and x, rounded to bf16 as bf16 compute asks, is three planes of
+// signed bytes.
+//
+// x as planes. In each group of x (the weights' group along k), the rounded
+// values are fixed point against the group's largest: X = x·2^s, s = 21 −
+// ⌊log2 max |x|⌋, an integer below 2^22 in magnitude, exact for every value
+// within 2^-14 of the largest (bf16 holds 8 significant bits), and within
+// 2^-23 of the largest for the rest. X is three balanced base-256 digits,
+// X = d2·2^16 + d1·2^8 + d0, each a signed byte: plane p holds d_p. One mma
+// sums codes times digits over 32 k exactly in int32, so a group adds
+//   scale · 2^-s · (2^16·P2 + 2^8·P1 + P0) + bias · Σ x
+// to its row, in f32 (the P_p are exact in f32: below 2^24).
+//
+// The mma's 8 columns of B take the planes, three a group: two groups a step
+// (columns 0-2 the first group's planes, 3-5 the second's; a lane of B
+// gives zeros where its k fall in the other group). A step is one load of
+// each of a lane's two weight
+// rows (g and g + 8, lane (g, t) = (lane / 4, lane % 4)) holding its
+// quarter t of the step's groups: up to 32 bytes a row. Against the bf16
+// mma (affine_direct_gemv.cu, affine_mma_gemv.cu), which converts each pair
+// of codes to bf16 in two instructions, 8-bit codes need no conversion and
+// 4-bit ones three instructions a word, and a k32 mma takes twice the k of
+// a k16 one. (Two rows of x, three planes each, would leave room for one
+// group a step: measured slower than those kernels, bench/RESULTS.md.)
+//
+// A block is 8 warps on one tile of 16 rows at a time; the grid is as many
+// blocks as are resident, each going through tiles in turn. In a tile, warp
+// w takes steps w, w + 8, ...; its loads run several steps ahead in
+// registers, on across the end of a tile into the next, and the warps' sums
+// of a tile meet in shared memory (double-buffered: one barrier a tile).
+// x's planes are staged once a block, while the first steps' loads are in
+// flight.
+#include <algorithm>
+#include <atomic>
+#include <type_traits>
+
+#include "backend/cuda/affine_launch.h"
+#include "backend/cuda/affine_mma.h"
+#include "backend/cuda/cuda_backend.h"
+
+namespace fathom::cuda {
+namespace {
+
+using affine::block_output;
+using affine::Launch;
+using affine::mma_u8s8;
+using affine::Output;
+using affine::param_bits;
+using affine::param_value;
+using affine::ParamType;
+
+constexpr int kTileRows = 16;  // weight rows per tile: the mma's M
+constexpr int kWarps = 8;
+constexpr int kPlanes = 3;
+constexpr int kBlocksPerSm = 2;
+// 228 KiB of shared memory on Hopper, 1 KiB of it reserved a block.
+constexpr int64_t kMaxSharedBytes = 228 * 1024 / kBlocksPerSm - 1024;
+
+template <int Bits, int Group>
+struct Shape {
+  // Two groups a step, up to 32 bytes of a row a lane (8-bit groups of 128:
+  // one group).
+  static constexpr int kLaneBytes = std::min(32, 2 * Group * Bits / 32);  // of a row, a step
+  static constexpr int kLaneWords = kLaneBytes / 4;
+  static constexpr int kValues = 4 * kLaneBytes * 8 / Bits;  // of a row, a step
+  static constexpr int kGroupsInStep = kValues / Group;      // 1 or 2
+  static_assert(kGroupsInStep * Group == kValues && (kGroupsInStep == 1 || kGroupsInStep == 2));
+  static constexpr int kMmas = Bits == 4 ? kLaneWords : kLaneWords / 2;
+  static constexpr int kLaneValues = kValues / 4;  // a lane's k of a step: 8 a mma
+};
+
+// What a launch's shared memory holds: x's planes (each K rounded up to
+// whole steps, 16 bytes more so that planes fall on other banks), then per
+// group of x 2^-s and Σ x (float2), then the warps' sums of a tile (two
+// buffers).
+struct SharedLayout {
+  int64_t plane_stride, groups_padded, blocks_at, partial_at, bytes;
+  __host__ __device__ SharedLayout(int64_t K, int values, int group) {
+    const int64_t padded = (K + values - 1) / values * values;
+    plane_stride = padded + 16;
+    groups_padded = padded / group;
+    blocks_at = (kPlanes * plane_stride + 15) / 16 * 16;
+    partial_at = blocks_at + groups_padded * 8;
+    bytes = partial_at + 2 * kWarps * kTileRows * 8 * 4;
+  }
+};
+
+// 2^e for e in [-126, 127].
+__device__ __forceinline__ float exp2_int(int e) { return __int_as_float((e + 127) << 23); }
+
+// The low bytes of a, b, c, d as one word, a's lowest.
+__device__ __forceinline__ uint32_t pack_bytes(int a, int b, int c, int d) {
+  return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+
+// x into planes, a thread 8 values a pass: rounded to bf16, each
+// group's largest found by shuffles among its lanes (Group / 8 of them,
+// neighbours in one warp), digits stored where the lanes of B read them,
+// and 2^-s, Σ x per group beside them. Past K: zeros. A 4-bit word's values
+// meet the mma's k as its two masks take them (values 0, 2, 4, 6 in the
+// first word of B, 1, 3, 5, 7 in the second): each 8 digits are stored in
+// that order. An 8-bit word's values meet k in order.
+template <int Bits, int Group>
+__device__ void stage_planes(const float* __restrict__ x, int64_t K, const SharedLayout& layout,
+                             unsigned char* planes, float2* blocks) {
+  constexpr int kLanesPerGroup = Group / 8;
+  const int64_t total = layout.groups_padded * Group / 8;
+  // Every thread runs every pass (a group's lanes meet by shuffles); total
+  // is a whole number of groups, so lanes past it are whole groups.
+  for (int64_t base = 0; base < total; base += blockDim.x) {
+    const int64_t u = base + threadIdx.x;
+    const bool live = u < total;
+    float v[8] = {};
+    if (live && u * 8 < K) {
+      const float4* src = reinterpret_cast<const float4*>(x + u * 8);
+      const float4 lo = __ldg(src), hi = __ldg(src + 1);
+      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    }
+    float largest = 0.0f, sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      v[i] = __bfloat162float(__float2bfloat16_rn(v[i]));
+      largest = fmaxf(largest, fabsf(v[i]));
+      sum += v[i];
+    }
+#pragma unroll
+    for (int s = 1; s < kLanesPerGroup; s <<= 1) {
+      largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, s));
+      sum += __shfl_xor_sync(0xffffffffu, sum, s);
+    }
+    // x that is not finite makes its group's sums NaN, as a plain matmul's.
+    // s = 21 − ⌊log2 largest⌋ (−127 for zero or subnormal), in [−106, 148]:
+    // 2^s as two factors that are normal floats.
+    const bool finite = isfinite(sum);
+    const int top = int((__float_as_uint(largest) >> 23) & 0xff) - 127;
+    const int shift = finite ? 21 - top : 0, half = shift / 2;
+    const float up_a = exp2_int(half), up_b = exp2_int(shift - half);
+    // Balanced digits: d0 ≡ X (mod 256), X1 = (X − d0) / 256 = ⌊(X + 128) / 256⌋, and so on.
+    int digit[kPlanes][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int X = __float2int_rn(v[i] * up_a * up_b), X1 = (X + 128) >> 8;
+      digit[0][i] = X, digit[1][i] = X1, digit[2][i] = (X1 + 128) >> 8;
+    }
+    uint32_t words[kPlanes][2];
+#pragma unroll
+    for (int p = 0; p < kPlanes; ++p) {
+      const int* d = digit[p];
+      if constexpr (Bits == 4) {  // values 0, 2, 4, 6, then 1, 3, 5, 7
+        words[p][0] = pack_bytes(d[0], d[2], d[4], d[6]), words[p][1] = pack_bytes(d[1], d[3], d[5], d[7]);
+      } else {
+        words[p][0] = pack_bytes(d[0], d[1], d[2], d[3]), words[p][1] = pack_bytes(d[4], d[5], d[6], d[7]);
+      }
+    }
+    if (live) {
+#pragma unroll
+      for (int p = 0; p < kPlanes; ++p)
+        *reinterpret_cast<uint2*>(planes + p * layout.plane_stride + u * 8) =
+            uint2{words[p][0], words[p][1]};
+      if (u % kLanesPerGroup == 0)
+        blocks[u / kLanesPerGroup] =
+            make_float2(finite ? exp2_int(-half) * exp2_int(half - shift) : __int_as_float(0x7fc00000), sum);
+    }
+  }
+}
+
+// Whether a step's two groups' bf16 scales (and biases) of a row come as
+// one word: two groups a step, and rows of an even number of groups (every
+// pair then starts a word).
+template <int Bits, int Group, bool Bf16Params>
+constexpr bool kParamPairs = Bf16Params && Shape<Bits, Group>::kGroupsInStep == 2;
+
+// One step's loads: a lane's bytes of the step in rows g and g + 8, and the
+// raw bits of those rows' scales and biases of the step's groups (i: row
+// g + 8 · (i / 2), group i % 2; where kParamPairs, i = 2 · row holds both
+// groups, the first in the low half). Parameters are half a step's
+// registers or more: in pairs they hold fewer, and more bytes of codes are
+// in flight.
+template <int Bits, int Group>
+struct StepLoads {
+  uint32_t a[Shape<Bits, Group>::kLaneWords], b[Shape<Bits, Group>::kLaneWords];
+  uint32_t scale[4], bias[4];
+};
+
+template <int N>
+__device__ __forceinline__ void load_codes(const uint32_t* p, uint32_t (&w)[N]) {
+  if constexpr (N == 1) {
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+  } else if constexpr (N == 2) {
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+  } else {
+    static_assert(N % 4 == 0);
+#pragma unroll
+    for (int i = 0; i < N; i += 4)
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(w[i]), "=r"(w[i + 1]), "=r"(w[i + 2]), "=r"(w[i + 3])
+                   : "l"(p + i));
+  }
+}
+
+template <bool Bf16Params>
+__device__ __forceinline__ uint32_t load_param(const void* p, ParamType type, uint32_t i) {
+  if constexpr (Bf16Params) return __ldg(static_cast<const unsigned short*>(p) + i);
+  else return param_bits(p, type, i);
+}
+template <bool Bf16Params>
+__device__ __forceinline__ float param_float(uint32_t bits, ParamType type) {
+  if constexpr (Bf16Params) return __uint_as_float(bits << 16);
+  else return param_value(bits, type);
+}
+
+// Where the loads of one tile come from: rows g and g + 8 (the last row for
+// rows past the output's end).
+struct TileSource {
+  const uint32_t* row[2];
+  uint32_t param[2];  // index of the rows' first group's scale
+  uint32_t row_words, groups;
+  bool even_groups;
+  const void* scales;
+  const void* biases;
+  ParamType params;
+
+  __device__ __forceinline__ void set(const Output& o, int64_t n0, int64_t words, int64_t row_groups, int g) {
+    const int64_t last = o.n - 1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = std::min(n0 + g + 8 * h, last);
+      row[h] = o.codes + r * words;
+      param[h] = uint32_t(r * row_groups);
+    }
+    row_words = uint32_t(words), groups = uint32_t(row_groups), even_groups = row_groups % 2 == 0;
+    scales = o.scales, biases = o.biases, params = o.params;
+  }
+};
+
+template <int Bits, int Group, bool Bf16Params>
+__device__ __forceinline__ void load_step(StepLoads<Bits, Group>& s, const TileSource& src, uint32_t step, int t) {
+  using S = Shape<Bits, Group>;
+  // A lane's words past its row's end (a last step of one group where a
+  // step holds two) are read from the row's start: B is zero there.
+  uint32_t at = step * (S::kValues * Bits / 32) + t * S::kLaneWords;
+  if (at >= src.row_words) at = 0;
+  load_codes<S::kLaneWords>(src.row[0] + at, s.a);
+  load_codes<S::kLaneWords>(src.row[1] + at, s.b);
+  if constexpr (kParamPairs<Bits, Group, Bf16Params>) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t first = src.param[h] + step * 2;
+      if (src.even_groups) {
+        s.scale[2 * h] = __ldg(static_cast<const uint32_t*>(src.scales) + first / 2);
+        s.bias[2 * h] = __ldg(static_cast<const uint32_t*>(src.biases) + first / 2);
+      } else {  // the last step of a row of an odd number of groups reads its last group twice
+        const uint32_t second = std::min(step * 2 + 1, src.groups - 1) + src.param[h];
+        const auto* sc = static_cast<const unsigned short*>(src.scales);
+        const auto* bi = static_cast<const unsigned short*>(src.biases);
+        s.scale[2 * h] = uint32_t(__ldg(sc + first)) | uint32_t(__ldg(sc + second)) << 16;
+        s.bias[2 * h] = uint32_t(__ldg(bi + first)) | uint32_t(__ldg(bi + second)) << 16;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int h = i / 2, j = i % 2;
+      if (j >= S::kGroupsInStep) {
+        s.scale[i] = s.scale[i - 1], s.bias[i] = s.bias[i - 1];
+        continue;
+      }
+      const uint32_t group = std::min(step * S::kGroupsInStep + j, src.groups - 1);
+      s.scale[i] = load_param<Bf16Params>(src.scales, src.params, src.param[h] + group);
+      s.bias[i] = load_param<Bf16Params>(src.biases, src.params, src.param[h] + group);
+    }
+  }
+}
+
+template <int Bits, int Group, bool Bf16Params>
+__global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
+    affine_plane_gemv_kernel(const __grid_constant__ Launch launch, const float* __restrict__ x, int64_t K) {
+  using S = Shape<Bits, Group>;
+  // Steps a lane has loaded ahead: about 64 registers of codes and
+  // parameters, at least two.
+  constexpr int Ahead = std::max(2, 64 / (2 * S::kLaneWords + (kParamPairs<Bits, Group, Bf16Params> ? 4 : 8)));
+  extern __shared__ uint4 shared_words[];
+  const SharedLayout layout(K, S::kValues, Group);
+  const int64_t row_groups = K / Group, row_words = K * Bits / 32;
+  const int steps_in_row = int(layout.groups_padded * Group / S::kValues);
+  auto* planes = reinterpret_cast<unsigned char*>(shared_words);
+  auto* blocks = reinterpret_cast<float2*>(reinterpret_cast<char*>(shared_words) + layout.blocks_at);
+  auto* partial =
+      reinterpret_cast<float(*)[kWarps][kTileRows][8]>(reinterpret_cast<char*>(shared_words) + layout.partial_at);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+  // This lane's column of B (g): plane g % 3 of the step's group g / 3;
+  // none past the step's groups, and none where its k (quarter t of the
+  // step) fall in the other group.
+  const int b_group = g / kPlanes, b_plane = g % kPlanes;
+  const bool b_live = b_group < S::kGroupsInStep && (S::kGroupsInStep == 1 || t / 2 == b_group);
+  const unsigned char* b_src = planes + b_plane * layout.plane_stride + t * S::kLaneValues;
+  // This lane's columns of C (2t and 2t + 1): their plane's weight 2^(8p)
+  // (0 past the step's groups), their group of the step, and whether this
+  // column adds the bias term (plane 0).
+  float weight[2];
+  int group_in_step[2];
+  bool adds_bias[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int n = 2 * t + j, group = n / kPlanes, p = n % kPlanes;
+    const bool live = group < S::kGroupsInStep;
+    weight[j] = live ? float(1 << (8 * p)) : 0.0f;
+    group_in_step[j] = live ? group : 0;
+    adds_bias[j] = live && p == 0;
+  }
+
+  const int64_t tiles = launch.first_block[launch.count];
+  const int my_tiles = blockIdx.x < tiles ? int((tiles - 1 - blockIdx.x) / gridDim.x) + 1 : 0;
+  const int mine = warp < steps_in_row ? (steps_in_row - 1 - warp) / kWarps + 1 : 0;
+  const int steps = my_tiles * mine;
+  const auto tile_of = [&](int i) { return int64_t(blockIdx.x) + int64_t(i) * gridDim.x; };
+
+  TileSource src;
+  int load_tile = 0, load_chunk = 0;
+  const auto load_next = [&](StepLoads<Bits, Group>& s) {
+    if (load_chunk == 0) {
+      int64_t first;
+      const Output& o = block_output(launch, tile_of(load_tile), first);
+      src.set(o, (tile_of(load_tile) - first) * kTileRows, row_words, row_groups, g);
+    }
+    load_step<Bits, Group, Bf16Params>(s, src, uint32_t(warp + load_chunk * kWarps), t);
+    if (++load_chunk == mine) load_chunk = 0, ++load_tile;
+  };
+  // Weights only: these loads run while the kernel before this one ends.
+  // (x's loads for the planes come behind them, and ncu puts a third of a
+  // lone launch's samples on waiting for x; but two steps loaded first, x
+  // prefetched into L1, then the rest, ran 2.5% slower in the step.)
+  StepLoads<Bits, Group> ring[Ahead];
+#pragma unroll
+  for (int i = 0; i < Ahead; ++i)
+    if (i < steps) load_next(ring[i]);
+  await_previous_kernel();
+  stage_planes<Bits, Group>(x, K, layout, planes, blocks);
+  __syncthreads();
+
+  float acc[2][2] = {};  // [row g, g + 8][column 2t, 2t + 1]
+  int tile = 0, chunk = 0;
+  const auto finish_tile = [&] {
+    auto& part = partial[tile % 2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) part[warp][g + 8 * h][2 * t + j] = acc[h][j];
+    __syncthreads();
+    if (threadIdx.x < kTileRows) {
+      int64_t first;
+      const Output& o = block_output(launch, tile_of(tile), first);
+      const int row = threadIdx.x;
+      const int64_t n = (tile_of(tile) - first) * kTileRows + row;
+      if (n < o.n) {
+        float v = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w)
+#pragma unroll
+          for (int c = 0; c < kPlanes * S::kGroupsInStep; ++c) v += part[w][row][c];
+        o.y[n] = v + (o.bias ? o.bias[n] : 0.0f);
+      }
+    }
+    acc[0][0] = acc[0][1] = acc[1][0] = acc[1][1] = 0.0f;
+    ++tile;
+  };
+
+  for (int base = 0; base < steps; base += Ahead) {
+#pragma unroll
+    for (int i = 0; i < Ahead; ++i) {
+      if (base + i >= steps) break;
+      StepLoads<Bits, Group>& s = ring[i];
+      const int step = warp + chunk * kWarps;
+      // B: 8 bytes a mma, loaded 16 at a time.
+      uint32_t bw[2 * S::kMmas];
+      const unsigned char* bp = b_src + int64_t(step) * S::kValues;
+#pragma unroll
+      for (int k = 0; k < 2 * S::kMmas; k += 4) {
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if constexpr (S::kMmas == 1) {
+          if (b_live) {
+            const uint2 h = *reinterpret_cast<const uint2*>(bp);
+            v.x = h.x, v.y = h.y;
+          }
+        } else if (b_live) {
+          v = *reinterpret_cast<const uint4*>(bp + 4 * k);
+        }
+        bw[k] = v.x, bw[k + 1] = v.y;
+        if (k + 2 < 2 * S::kMmas) bw[k + 2] = v.z, bw[k + 3] = v.w;
+      }
+      int c[4] = {};
+#pragma unroll
+      for (int m = 0; m < S::kMmas; ++m) {
+        uint32_t a[4];
+        if constexpr (Bits == 4) {
+          a[0] = s.a[m] & 0x0f0f0f0fu, a[2] = (s.a[m] >> 4) & 0x0f0f0f0fu;
+          a[1] = s.b[m] & 0x0f0f0f0fu, a[3] = (s.b[m] >> 4) & 0x0f0f0f0fu;
+        } else {
+          a[0] = s.a[2 * m], a[2] = s.a[2 * m + 1], a[1] = s.b[2 * m], a[3] = s.b[2 * m + 1];
+        }
+        const uint32_t b[2] = {bw[2 * m], bw[2 * m + 1]};
+        mma_u8s8(c, a, b);
+      }
+      // C holds rows g, g + 8 × columns 2t, 2t + 1. src.params is the load
+      // side's, which may be a tile ahead: a launch's outputs share one
+      // dtype of scales (affine_plane_gemv checks).
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float2 block = blocks[step * S::kGroupsInStep + group_in_step[j]];
+        const float unit = block.x * weight[j];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          // Selects, not an index: an index that is not a constant would put
+          // the ring of loads in local memory.
+          const bool second = group_in_step[j] != 0;
+          float scale, bias;
+          if constexpr (kParamPairs<Bits, Group, Bf16Params>) {
+            scale = __uint_as_float(second ? s.scale[2 * h] & 0xffff0000u : s.scale[2 * h] << 16);
+            bias = __uint_as_float(second ? s.bias[2 * h] & 0xffff0000u : s.bias[2 * h] << 16);
+          } else {
+            scale = param_float<Bf16Params>(second ? s.scale[2 * h + 1] : s.scale[2 * h], src.params);
+            bias = param_float<Bf16Params>(second ? s.bias[2 * h + 1] : s.bias[2 * h], src.params);
+          }
+          acc[h][j] = fmaf(scale * unit, __int2float_rn(c[2 * h + j]), acc[h][j]);
+          if (adds_bias[j]) acc[h][j] = fmaf(bias, block.y, acc[h][j]);
+        }
+      }
+      if (base + i + Ahead < steps) load_next(s);
+      if (++chunk == mine) chunk = 0, finish_tile();
+    }
+  }
+  // A warp with no steps (K of fewer than kWarps steps) still meets the
+  // block at each tile's barrier.
+  if (mine == 0)
+    while (tile < my_tiles) finish_tile();
+}
+
+template <int Bits, int Group>
+int64_t shared_bytes(int64_t K) {
+  return SharedLayout(K, Shape<Bits, Group>::kValues, Group).bytes;
+}
+
+// Calls f(bits, group) with each as a compile-time constant.
+template <typename F>
+void with_shape(int bits, int group, F&& f) {
+  using std::integral_constant;
+  const auto by_group = [&](auto b) {
+    if (group == 32) f(b, integral_constant<int, 32>{});
+    else if (group == 64) f(b, integral_constant<int, 64>{});
+    else f(b, integral_constant<int, 128>{});
+  };
+  if (bits == 4) by_group(integral_constant<int, 4>{});
+  else by_group(integral_constant<int, 8>{});
+}
+
+}  // namespace
+
+bool CudaBackend::affine_plane_suits(int64_t M, int64_t K, int bits, int group) {
+  if (M != 1 || (bits != 4 && bits != 8) || (group != 32 && group != 64 && group != 128) || K % group != 0)
+    return false;
+  int64_t bytes = 0;
+  with_shape(bits, group, [&](auto b, auto g) { bytes = shared_bytes<decltype(b)::value, decltype(g)::value>(K); });
+  return bytes <= kMaxSharedBytes;
+}
+
+void CudaBackend::affine_plane_gemv(const float* x, int64_t M, int64_t K,
+                                    std::span<const MatmulTarget* const> targets) {
+  const AffineQuant& q = targets.front()->w->affine_quant();
+  check(affine_plane_suits(M, K, q.bits, q.group_size), "matmul: the integer quantized GEMV takes one row of x over",
+        " 4- or 8-bit codes in groups of 32, 64 or 128 whose x fits ", kMaxSharedBytes,
+        " bytes of shared memory; got ", M, " rows of K ", K, " at ", q.bits, " bits in groups of ", q.group_size);
+  Launch args{};
+  for (const MatmulTarget* t : targets) {
+    const AffineQuant& tq = t->w->affine_quant();
+    check(tq.bits == q.bits && tq.group_size == q.group_size && tq.scales.dtype() == q.scales.dtype() &&
+              args.count < affine::kOutputs,
+          "matmul: one integer GEMV launch takes up to ", affine::kOutputs,
+          " outputs of one code width, group and dtype of scales");
+    const int64_t params = t->w->dim(0) * (K / tq.group_size);  // their indices are 32 bits (TileSource)
+    check(params <= int64_t(UINT32_MAX), "matmul: the integer GEMV takes up to 2^32 groups, got ", params);
+    affine::add_output(args, *t, kTileRows);
+  }
+  const int64_t tiles = args.first_block[args.count];
+  with_shape(q.bits, q.group_size, [&](auto b, auto g) {
+    constexpr int Bits = decltype(b)::value, G = decltype(g)::value;
+    const auto go = [&]<bool Bf16Params>(std::bool_constant<Bf16Params>) {
+      const auto kernel = affine_plane_gemv_kernel<Bits, G, Bf16Params>;
+      // Past 48 KiB a kernel must ask for its shared memory, once on each
+      // device. (Set before the flag: a launch on another thread that sees
+      // the flag finds the attribute set; two that both set it set the same
+      // value.)
+      static std::atomic<bool> asked[64];
+      std::atomic<bool>& done = asked[ctx_->device % 64];
+      if (!done.load(std::memory_order_acquire)) {
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSharedBytes)),
+                   "matmul: quantized gemv (integer)");
+        done.store(true, std::memory_order_release);
+      }
+      const dim3 grid(unsigned(std::min<int64_t>(tiles, int64_t(kBlocksPerSm) * ctx_->sm_count)));
+      launch("matmul: quantized gemv (integer)", kernel, grid, dim3(32 * kWarps), size_t(shared_bytes<Bits, G>(K)),
+             args, x, K);
+    };
+    if (q.scales.dtype() == DType::bf16) go(std::true_type{});
+    else go(std::false_type{});
+  });
+}
+
+}  // namespace fathom::cuda
