@@ -1,7 +1,8 @@
 // Decode matmuls of one or two rows of x over 8-bit MLX affine codes in
 // groups of 64 or 128 values and 4-bit codes in groups of 128, in bf16
 // compute: the codes go from global memory straight into the mma's A
-// fragments (how codes and x meet in the mma: affine_mma.h).
+// fragments (how codes and x meet in the mma: affine_mma.h). One row of x
+// goes to affine_plane_gemv.cu where its planes fit in shared memory.
 //
 // A step is one group of 16 weight rows: lane (g, t) = (lane / 4, lane % 4)
 // loads its quarter t of the group's words in rows g and g + 8 with one

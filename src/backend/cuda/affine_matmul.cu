@@ -5,8 +5,9 @@
 // Decode steps (up to cuda_memory::affine_gemv_max_rows rows of x) read the
 // packed codes directly: their floor is the weight bytes a step reads, and a
 // 4-bit weight is a quarter of a bf16 one. 4- and 8-bit codes in bf16
-// compute go to the tensor cores (affine_mma_gemv.cu; 1-2 rows of wide
-// groups affine_direct_gemv.cu), the rest to the CUDA-core kernel here. Per
+// compute go to the tensor cores (one row affine_plane_gemv.cu, on the
+// integer ones; two rows of wide groups affine_direct_gemv.cu; the rest
+// affine_mma_gemv.cu), the rest to the CUDA-core kernel here. Per
 // group, y += scale·Σ x·q + bias·Σ x,
 // so the codes are multiplied as the small integers they are. Longer steps
 // widen a panel of weight rows at a time into scratch and hand it to cuBLAS,

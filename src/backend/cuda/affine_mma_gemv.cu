@@ -1,6 +1,7 @@
 // Decode matmuls of 1-16 rows of x over 4- and 8-bit MLX affine codes in
-// bf16 compute, on the tensor cores (1-2 rows of wide groups go to
-// affine_direct_gemv.cu instead). How codes and x enter the mma:
+// bf16 compute, on the tensor cores (one row goes to affine_plane_gemv.cu
+// and two rows of wide groups to affine_direct_gemv.cu where their x fits
+// in shared memory). How codes and x enter the mma:
 // affine_mma.h.
 //
 // A block is 8 warps (4 where x takes much room: Layout); the grid is as

@@ -17,9 +17,9 @@
 // The mma's 8 columns of B take the planes, three a group: two groups a step
 // (columns 0-2 the first group's planes, 3-5 the second's; a lane of B
 // gives zeros where its k fall in the other group). A step is one load of
-// each of a lane's two weight
-// rows (g and g + 8, lane (g, t) = (lane / 4, lane % 4)) holding its
-// quarter t of the step's groups: up to 32 bytes a row. Against the bf16
+// each of a lane's two weight rows (g and g + 8, lane (g, t) = (lane / 4,
+// lane % 4)) holding its quarter t of the step's groups: up to 32 bytes a
+// row. Against the bf16
 // mma (affine_direct_gemv.cu, affine_mma_gemv.cu), which converts each pair
 // of codes to bf16 in two instructions, 8-bit codes need no conversion and
 // 4-bit ones three instructions a word, and a k32 mma takes twice the k of
