@@ -41,10 +41,11 @@ using affine::block_output;
 using affine::code_pair;
 using affine::kCodeOffset;
 using affine::Launch;
+using affine::load_codes;
+using affine::load_param;
 using affine::mma_bf16;
 using affine::Output;
-using affine::param_bits;
-using affine::param_value;
+using affine::param_float;
 using affine::ParamType;
 using affine::times16;
 
@@ -95,18 +96,6 @@ struct SharedLayout {
   }
 };
 
-// N words from p (16-byte aligned; N a multiple of 4: every group this
-// kernel takes), past L1: codes are read once.
-template <int N>
-__device__ __forceinline__ void load_codes(const uint32_t* p, uint32_t (&w)[N]) {
-  static_assert(N % 4 == 0);
-#pragma unroll
-  for (int i = 0; i < N; i += 4)
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(w[i]), "=r"(w[i + 1]), "=r"(w[i + 2]), "=r"(w[i + 3])
-                 : "l"(p + i));
-}
-
 // One step's loads: a lane's words of the group in rows g and g + 8, and
 // the raw bits of those rows' scales and biases.
 template <int Bits, int Group>
@@ -134,19 +123,6 @@ struct TileSource {
     scales = o.scales, biases = o.biases, params = o.params;
   }
 };
-
-// A scale's or bias's bits: bf16 ones (MLX's usual) without the selects on
-// the dtype that other dtypes take.
-template <bool Bf16Params>
-__device__ __forceinline__ uint32_t load_param(const void* p, ParamType type, uint32_t i) {
-  if constexpr (Bf16Params) return __ldg(static_cast<const unsigned short*>(p) + i);
-  else return param_bits(p, type, i);
-}
-template <bool Bf16Params>
-__device__ __forceinline__ float param_float(uint32_t bits, ParamType type) {
-  if constexpr (Bf16Params) return __uint_as_float(bits << 16);
-  else return param_value(bits, type);
-}
 
 template <int Bits, int Group, bool Bf16Params>
 __device__ __forceinline__ void load_step(StepLoads<Bits, Group>& s, const TileSource& src, uint32_t group) {

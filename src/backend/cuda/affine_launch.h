@@ -1,6 +1,7 @@
 #pragma once
-// What the quantized-weight GEMVs (affine_matmul.cu, affine_mma_gemv.cu)
-// share: how scales and biases are stored, and the outputs of one launch
+// What the quantized-weight GEMVs (affine_matmul.cu, affine_mma_gemv.cu,
+// affine_direct_gemv.cu, affine_plane_gemv.cu) share: how scales and biases
+// are stored and loaded, codes loaded past L1, and the outputs of one launch
 // (q/k/v or gate/up of one x), each a run of blocks. Device code: for .cu
 // files only.
 #include <cstdint>
@@ -44,6 +45,38 @@ __device__ __forceinline__ float param_value(uint32_t bits, ParamType type) {
   const float half = __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
   const uint32_t wide = type == ParamType::bf16 ? bits << 16 : bits;
   return type == ParamType::f16 ? half : __uint_as_float(wide);
+}
+
+// A scale's or bias's bits: bf16 ones (MLX's usual) without the selects on
+// the dtype that other dtypes take (the GEMVs that load codes straight into
+// registers, affine_direct_gemv.cu and affine_plane_gemv.cu).
+template <bool Bf16Params>
+__device__ __forceinline__ uint32_t load_param(const void* p, ParamType type, uint32_t i) {
+  if constexpr (Bf16Params) return __ldg(static_cast<const unsigned short*>(p) + i);
+  else return param_bits(p, type, i);
+}
+template <bool Bf16Params>
+__device__ __forceinline__ float param_float(uint32_t bits, ParamType type) {
+  if constexpr (Bf16Params) return __uint_as_float(bits << 16);
+  else return param_value(bits, type);
+}
+
+// N words of codes from p (aligned to their size: 1, 2 or a multiple of 4
+// words), past L1: codes are read once.
+template <int N>
+__device__ __forceinline__ void load_codes(const uint32_t* p, uint32_t (&w)[N]) {
+  if constexpr (N == 1) {
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+  } else if constexpr (N == 2) {
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+  } else {
+    static_assert(N % 4 == 0);
+#pragma unroll
+    for (int i = 0; i < N; i += 4)
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(w[i]), "=r"(w[i + 1]), "=r"(w[i + 2]), "=r"(w[i + 3])
+                   : "l"(p + i));
+  }
 }
 
 inline constexpr int kOutputs = 4;  // outputs per launch

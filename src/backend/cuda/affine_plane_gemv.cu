@@ -46,10 +46,11 @@ namespace {
 
 using affine::block_output;
 using affine::Launch;
+using affine::load_codes;
+using affine::load_param;
 using affine::mma_u8s8;
 using affine::Output;
-using affine::param_bits;
-using affine::param_value;
+using affine::param_float;
 using affine::ParamType;
 
 constexpr int kTileRows = 16;  // weight rows per tile: the mma's M
@@ -184,33 +185,6 @@ struct StepLoads {
   uint32_t a[Shape<Bits, Group>::kLaneWords], b[Shape<Bits, Group>::kLaneWords];
   uint32_t scale[4], bias[4];
 };
-
-template <int N>
-__device__ __forceinline__ void load_codes(const uint32_t* p, uint32_t (&w)[N]) {
-  if constexpr (N == 1) {
-    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
-  } else if constexpr (N == 2) {
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
-  } else {
-    static_assert(N % 4 == 0);
-#pragma unroll
-    for (int i = 0; i < N; i += 4)
-      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(w[i]), "=r"(w[i + 1]), "=r"(w[i + 2]), "=r"(w[i + 3])
-                   : "l"(p + i));
-  }
-}
-
-template <bool Bf16Params>
-__device__ __forceinline__ uint32_t load_param(const void* p, ParamType type, uint32_t i) {
-  if constexpr (Bf16Params) return __ldg(static_cast<const unsigned short*>(p) + i);
-  else return param_bits(p, type, i);
-}
-template <bool Bf16Params>
-__device__ __forceinline__ float param_float(uint32_t bits, ParamType type) {
-  if constexpr (Bf16Params) return __uint_as_float(bits << 16);
-  else return param_value(bits, type);
-}
 
 // Where the loads of one tile come from: rows g and g + 8 (the last row for
 // rows past the output's end).
