@@ -45,7 +45,7 @@ TEST(CudaKernels, EveryKernelAwaitsTheKernelBeforeIt) {
     for (size_t at = src.find("__global__"); at != std::string::npos; at = src.find("__global__", at + 1)) {
       ++kernels;
       const std::string body = body_at(src, at);
-      if (body.find("await_previous_kernel();") == std::string::npos) {
+      if (body.find("await_previous_kernel(") == std::string::npos) {
         const size_t line_end = src.find('{', at);
         missing.push_back(entry.path().filename().string() + ": " + src.substr(at, line_end - at));
       }

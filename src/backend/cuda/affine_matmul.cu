@@ -263,6 +263,7 @@ void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* con
     first = next;
     if (plane) {
       affine_plane_gemv(x.data<float>(), M, K, run);
+      ctx_->release_before_wait = true;
       continue;
     }
     if (direct) {

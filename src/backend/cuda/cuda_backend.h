@@ -46,6 +46,15 @@ struct Context {
   // Kernels launched to overlap the one before them (kernel_overlap.h): on
   // Hopper and later, unless FATHOM_CUDA_OVERLAP=0.
   bool overlap_kernels = false;
+  // Whether the small kernels between two matmuls (norms, the activation,
+  // attention's combine) let the next kernel be placed before they wait
+  // (kernel_overlap.h): while the last matmul ran the one-row integer GEMV
+  // (affine_plane_gemv.cu), whose grid is one wave of resident blocks, the
+  // next one's blocks then stream their first weights during the tail of
+  // the one before. 8B shape, batch 1, H100: q4 g64 +4% (360 -> 373 tok/s);
+  // before the bf16 GEMV's many waves of blocks it lost 4%, so any other
+  // matmul turns it off.
+  bool release_before_wait = false;
   // Pinned host memory that small host-to-device copies pass through, used as
   // a ring: a copy from pageable memory would wait for the stream to drain,
   // which stops the host from running ahead of the GPU. The stream is
@@ -143,7 +152,7 @@ class CudaBackend final : public Backend {
                       float* out);
   // out ← act(gate) · up, four values a thread where the sizes and pointers
   // allow (x4), else one.
-  void gate_mul(const char* op, void (*x4)(const float4*, const float4*, float4*, int64_t),
+  void gate_mul(const char* op, void (*x4)(const float4*, const float4*, float4*, int64_t, bool),
                 void (*one)(const float*, const float*, float*, int64_t), const Tensor& gate, const Tensor& up,
                 Tensor& out);
   // out [rows, d] ← the splits' partials (attention_split_kernel's layout) combined.

@@ -746,8 +746,8 @@ attention_decode_kernel(KvLayout l, const KvRowRef* refs, const float* q, int64_
 // together), and the warps' sums meet in shared memory.
 constexpr int kCombineWarps = 8;
 __global__ void __launch_bounds__(32 * kCombineWarps)
-attention_combine_kernel(const float* partial, int64_t splits, int64_t d, float* out) {
-  await_previous_kernel();
+attention_combine_kernel(const float* partial, int64_t splits, int64_t d, float* out, bool release_first) {
+  await_previous_kernel(release_first);
   constexpr int kPer = kMaxHeadDim / 32;
   __shared__ float warp_acc[kCombineWarps][kMaxHeadDim];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -986,7 +986,7 @@ void CudaBackend::attention_decode(const Tensor& q_in, std::span<const KvSegment
          p.window.value_or(0), splits, split_len, partial);
   // Decode's splits are many and its rows few: a block a row.
   launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
-         splits, d, out.data<float>());
+         splits, d, out.data<float>(), ctx_->release_before_wait);
   if (signs) rotate_rows(out.data<float>(), rows, d, signs, true);
 }
 
@@ -1015,7 +1015,7 @@ void CudaBackend::combine_splits(const float* partial, int64_t rows, int64_t spl
                   unsigned((rows + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock), 32 * kCombineRowsPerBlock, 0,
                   partial, rows, splits, d, out);
   launch("attention: combine the splits", attention_combine_kernel, unsigned(rows), 32 * kCombineWarps, 0, partial,
-         splits, d, out);
+         splits, d, out, ctx_->release_before_wait);
 }
 
 void CudaBackend::attention_impl(const Tensor& q, std::span<const KvSegment> segments, const AttentionParams& p,

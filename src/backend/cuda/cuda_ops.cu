@@ -64,14 +64,15 @@ __global__ void add_rms_norm_rows(float* x, const float* y, const float* w, floa
 // so its latency, not its bytes, is what the step pays. w is a weight (no
 // kernel writes it): it is loaded before waiting for the kernel before.
 template <int V, bool Add>
-__global__ void norm_rows_in_registers(float* x, const float* y, const float* w, float eps, int d4, float* out) {
+__global__ void norm_rows_in_registers(float* x, const float* y, const float* w, float eps, int d4, float* out,
+                                       bool release_first) {
   float4 wv[V], v[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const int i = threadIdx.x + k * blockDim.x;
     if (i < d4) wv[k] = __ldg(reinterpret_cast<const float4*>(w) + i);
   }
-  await_previous_kernel();
+  await_previous_kernel(release_first);
   const int64_t row = int64_t(blockIdx.x) * d4;
   float4* xr = reinterpret_cast<float4*>(x) + row;
   float ss = 0.0f;
@@ -147,8 +148,8 @@ __global__ void gate_mul_kernel(const float* gate, const float* up, float* out, 
 }
 
 template <float (*Act)(float)>
-__global__ void gate_mul_x4(const float4* gate, const float4* up, float4* out, int64_t n4) {
-  await_previous_kernel();
+__global__ void gate_mul_x4(const float4* gate, const float4* up, float4* out, int64_t n4, bool release_first) {
+  await_previous_kernel(release_first);
   GRID_STRIDE(i, n4) {
     const float4 g = gate[i], u = up[i];
     out[i] = make_float4(Act(g.x) * u.x, Act(g.y) * u.y, Act(g.z) * u.z, Act(g.w) * u.w);
@@ -386,8 +387,9 @@ bool CudaBackend::norm_rows_fast(const char* op, float* x, const float* y, const
   if (d % 4 != 0 || d4 > 8 * 512 || !aligned16(x) || !aligned16(y) || !aligned16(w) || !aligned16(out)) return false;
   const auto go = [&]<int V>(std::integral_constant<int, V>) {
     const int threads = int((d4 + V - 1) / V + 31) / 32 * 32;
-    if (y) launch(op, norm_rows_in_registers<V, true>, unsigned(rows), threads, 0, x, y, w, eps, int(d4), out);
-    else launch(op, norm_rows_in_registers<V, false>, unsigned(rows), threads, 0, x, y, w, eps, int(d4), out);
+    const bool release = ctx_->release_before_wait;
+    if (y) launch(op, norm_rows_in_registers<V, true>, unsigned(rows), threads, 0, x, y, w, eps, int(d4), out, release);
+    else launch(op, norm_rows_in_registers<V, false>, unsigned(rows), threads, 0, x, y, w, eps, int(d4), out, release);
   };
   if (d4 <= 512) go(std::integral_constant<int, 1>{});
   else if (d4 <= 2 * 512) go(std::integral_constant<int, 2>{});
@@ -431,14 +433,14 @@ void CudaBackend::rms_norm_rope_impl(Tensor& x, const Tensor& w, float eps, cons
          x.data<float>(), w.data<float>(), eps, cos.data<float>(), sin.data<float>(), x.dim(1), head_dim, cos.dim(1));
 }
 
-void CudaBackend::gate_mul(const char* op, void (*x4)(const float4*, const float4*, float4*, int64_t),
+void CudaBackend::gate_mul(const char* op, void (*x4)(const float4*, const float4*, float4*, int64_t, bool),
                            void (*one)(const float*, const float*, float*, int64_t), const Tensor& gate,
                            const Tensor& up, Tensor& out) {
   const int64_t n = gate.numel();
   if (n == 0) return;
   if (n % 4 == 0 && aligned16(gate.raw()) && aligned16(up.raw()) && aligned16(out.raw()))
     return launch(op, x4, blocks(n / 4), kThreads, 0, gate.data<float4>(), up.data<float4>(), out.data<float4>(),
-                  n / 4);
+                  n / 4, ctx_->release_before_wait);
   launch(op, one, blocks(n), kThreads, 0, gate.data<float>(), up.data<float>(), out.data<float>(), n);
 }
 

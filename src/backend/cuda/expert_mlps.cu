@@ -366,6 +366,7 @@ bool CudaBackend::experts_on_device(int64_t rows) const {
 
 void CudaBackend::expert_mlps_impl(const ExpertBank& bank, const Tensor& x, const Tensor& ids, const Tensor& weights,
                                    Tensor& y, bool bf16_inputs) {
+  ctx_->release_before_wait = false;  // measured before the integer GEMV only (cuda_backend.h)
   const int64_t t = x.dim(0), k = ids.dim(1), n = t * k;
   const auto* bound = static_cast<const DeviceExperts*>(bank.device.get());
   if (!bound || t > kExpertRowsOnDevice || n > kPlanMaxPairs || k > 32)

@@ -16,16 +16,26 @@
 // sources): a kernel that did not could run before its inputs exist, and
 // the kernels after it would no longer wait for the ones before it. Device
 // code: for .cu files only.
+//
+// release_first lets the next kernel's blocks be placed before this one
+// waits rather than after: a small kernel between two GEMVs that does so
+// lets the second GEMV's blocks take the SMs the first one's leave and
+// start streaming their weights during its tail, instead of after it and
+// this kernel. Order is kept either way: the next kernel's wait returns
+// only once this one has finished, and this one only after its own wait.
+// Whether it pays depends on the GEMV that follows (Context::
+// release_before_wait).
 #include <cuda_runtime.h>
 
 namespace fathom::cuda {
 
-__device__ __forceinline__ void await_previous_kernel() {
+__device__ __forceinline__ void await_previous_kernel(bool release_first = false) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (release_first) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
   // The next kernel's blocks may now be placed where room is left, to wait
   // in their turn (or to start on what they read before waiting).
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (!release_first) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
