@@ -242,8 +242,9 @@ void with_bits(int bits, F&& f) {
 
 }  // namespace
 
-void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* const> targets, bool bf16_inputs) {
+bool CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* const> targets, bool bf16_inputs) {
   const int64_t M = x.dim(0), K = x.dim(1);
+  bool planes_only = true;
   // One launch per run of up to affine::kOutputs targets of one code width
   // (and, on the tensor cores, one group size).
   for (size_t first = 0; first < targets.size();) {
@@ -263,9 +264,9 @@ void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* con
     first = next;
     if (plane) {
       affine_plane_gemv(x.data<float>(), M, K, run);
-      ctx_->release_before_wait = true;
       continue;
     }
+    planes_only = false;
     if (direct) {
       affine_direct_gemv(x.data<float>(), M, K, run);
       continue;
@@ -287,6 +288,7 @@ void CudaBackend::affine_gemv(const Tensor& x, std::span<const MatmulTarget* con
                   x.data<float>(), M, K, bf16_inputs);
     });
   }
+  return planes_only;
 }
 
 void CudaBackend::affine_panels(const MatmulTarget& t, int64_t M, int64_t K, const void* xs, bool bf16_inputs) {

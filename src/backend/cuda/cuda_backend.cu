@@ -378,7 +378,6 @@ void CudaBackend::matmul_impl(const Tensor& x, const Tensor& w, const Tensor* bi
 void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarget> targets, bool bf16_inputs) {
   const int64_t M = x.dim(0), K = x.dim(1);
   if (M == 0) return;
-  ctx_->release_before_wait = false;  // until the integer GEMV runs (affine_gemv)
   const auto by_gemv = [&](const MatmulTarget& t) { return bf16_inputs && gemv_enabled_ && gemv_suits(M, K, *t.w); };
   const auto affine = [](const MatmulTarget& t) { return t.w->dtype() == DType::affine; };
   const auto by_affine_gemv = [&](const MatmulTarget& t) {
@@ -412,7 +411,8 @@ void CudaBackend::matmul_shared_impl(const Tensor& x, std::span<const MatmulTarg
              x_rounded);
   }
   if (!gemv.empty()) gemv_bf16(x.data<float>(), K, gemv);
-  if (!packed.empty()) affine_gemv(x, packed, bf16_inputs);
+  const bool planes_only = !packed.empty() && affine_gemv(x, packed, bf16_inputs);
+  ctx_->release_before_wait = planes_only && gemv.empty() && packed.size() == targets.size();
   for (const MatmulTarget& t : targets) {
     if (by_gemv(t) || by_affine_gemv(t)) continue;
     const int64_t N = t.w->dim(0);

@@ -226,8 +226,9 @@ class CudaBackend final : public Backend {
   // cuda_memory::affine_gemv_max_rows rows of x from the packed codes, the
   // targets of one code width together; longer x one target at a time, its
   // weight widened a panel of rows at a time for cuBLAS (xs: x rounded to
-  // bf16 in bf16 compute, else x).
-  void affine_gemv(const Tensor& x, std::span<const MatmulTarget* const> targets, bool bf16_inputs);
+  // bf16 in bf16 compute, else x). True when every launch was the one-row
+  // integer GEMV (affine_plane_gemv.cu).
+  bool affine_gemv(const Tensor& x, std::span<const MatmulTarget* const> targets, bool bf16_inputs);
   // The tensor-core GEMV for 4- and 8-bit codes in bf16 compute, 1-16 rows
   // (affine_mma_gemv.cu): whether it takes w, and one launch of up to four
   // targets of one code width and group size.
