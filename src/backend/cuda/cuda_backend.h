@@ -48,10 +48,11 @@ struct Context {
   bool overlap_kernels = false;
   // Whether the small kernels between two matmuls (norms, the activation,
   // attention's combine) let the next kernel be placed before they wait
-  // (kernel_overlap.h): while the last matmul ran the one-row integer GEMV
-  // (affine_plane_gemv.cu), whose grid is one wave of resident blocks, the
-  // next one's blocks then stream their first weights during the tail of
-  // the one before. 8B shape, batch 1, H100: q4 g64 +4% (360 -> 373 tok/s);
+  // (kernel_overlap.h): set by a matmul whose every launch was the one-row
+  // integer GEMV (affine_plane_gemv.cu), whose grid is one wave of resident
+  // blocks: a decode layer's matmuls being of one kind, the next one's
+  // blocks then stream their first weights during the tail of the one
+  // before. 8B shape, batch 1, H100: q4 g64 +4% (360 -> 373 tok/s);
   // before the bf16 GEMV (a block per 8 rows, first asking L2 for its
   // lines) it lost 4%, so any other matmul turns it off.
   bool release_before_wait = false;
