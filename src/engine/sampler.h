@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/kernels.h"
 #include "backend/pick_rule.h"
 
 namespace fathom {
@@ -34,8 +35,8 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
   // Whether a sampler of these parameters draws as Backend::pick_rows does,
-  // where the logits are: greedy, or temperature and min-p alone (no top-k,
-  // top-p or repetition penalty).
+  // where the logits are: any but a repetition penalty (which reads the
+  // run's history).
   static bool pickable(const SamplingParams& params);
   // The rule its next token is picked by (that token's uniform drawn now
   // when it samples); for a pickable sampler.
@@ -53,8 +54,7 @@ class Sampler {
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<float> work_;
-  std::vector<int32_t> order_;
-  std::vector<double> probs_;  // by id: exp(logit − max) of the candidates
+  cpu::PickCandidates candidates_;
   TokenDistribution scratch_;
 };
 

@@ -968,6 +968,12 @@ TEST_P(OpSuite, PickRowsDrawsAsTheHostSamplerDoes) {
       const float min_p = row % 3 == 0 ? 0.0f : row % 3 == 1 ? 0.05f : float(u(rng_));
       if (row != 11) rules[size_t(row)] = {float(temperature), min_p, row == 6 ? 0.0 : row == 7 ? 0.9999999999 : u(rng_)};
     }
+    if (backend_->picks_ranked()) {  // ranked draws: ties among equal values ranked by id (row 3)
+      rules[3].top_k = 3;
+      rules[8].top_k = 40;
+      rules[9].top_p = 0.9f;
+      rules[10].top_k = 5, rules[10].top_p = 0.5f;
+    }
     const Tensor dev = upload(x, {rows, n});
     Tensor ids = out({rows}, DType::i32);
     backend_->pick_rows(dev, rules, ids);
@@ -976,7 +982,7 @@ TEST_P(OpSuite, PickRowsDrawsAsTheHostSamplerDoes) {
       const PickRule& rule = rules[size_t(row)];
       EXPECT_EQ(got[size_t(row)], cpu::pick_token({x.data() + row * n, size_t(n)}, rule))
           << "pick_rows n=" << n << " row " << row << " (temperature " << rule.temperature << ", min_p " << rule.min_p
-          << ", uniform " << rule.uniform << ")";
+          << ", uniform " << rule.uniform << ", top_k " << rule.top_k << ", top_p " << rule.top_p << ")";
     }
   }
 }
@@ -993,11 +999,17 @@ TEST_P(OpSuite, PickRowsRejectsBadArguments) {
   EXPECT_THROW(backend_->pick_rows(empty_rows, greedy, ids), Error);  // nothing to pick
   EXPECT_THROW(backend_->pick_rows(x, std::vector<PickRule>(2), ids), Error);  // one rule per row
   for (const PickRule bad : {PickRule{-1.0f, 0.0f, 0.5}, PickRule{NAN, 0.0f, 0.5}, PickRule{1.0f, 1.5f, 0.5},
-                             PickRule{1.0f, 0.0f, 1.0}, PickRule{1.0f, 0.0f, -0.25}}) {
+                             PickRule{1.0f, 0.0f, 1.0}, PickRule{1.0f, 0.0f, -0.25}, PickRule{1.0f, 0.0f, 0.5, -1},
+                             PickRule{1.0f, 0.0f, 0.5, 0, 0.0f}, PickRule{1.0f, 0.0f, 0.5, 0, 1.5f}}) {
     std::vector<PickRule> rules(3);
     rules[1] = bad;
     EXPECT_THROW(backend_->pick_rows(x, rules, ids), Error)
         << "temperature " << bad.temperature << ", min_p " << bad.min_p << ", uniform " << bad.uniform;
+  }
+  if (!backend_->picks_ranked()) {  // a backend without ranked draws says so rather than drawing otherwise
+    std::vector<PickRule> rules(3);
+    rules[2] = {1.0f, 0.0f, 0.5, 40};
+    EXPECT_THROW(backend_->pick_rows(x, rules, ids), Error);
   }
 }
 

@@ -145,11 +145,11 @@ TEST(ContinuousBatching, RowsSampledAcrossThreadsDrawWhatOneThreadDraws) {
   }
 }
 
-// A greedy run, or one sampled by temperature and min-p alone, takes its
+// A greedy run, or one sampled by temperature, min-p or top-p, takes its
 // tokens as the step's picks unless on_token reads logits; either way it
 // emits the same tokens (the same seeded draws), and on_token sees logits
-// exactly when it asked for them. Top-p sampling is the host's: its rows
-// always come back.
+// exactly when it asked for them. A repetition penalty is the host's: its
+// rows always come back.
 TEST(ContinuousBatching, RunsTakePicksUnlessTheirLogitsAreRead) {
   auto model = load_fixture("qwen3_untied_4layer");
   std::mt19937 rng(std::random_device{}());
@@ -159,8 +159,9 @@ TEST(ContinuousBatching, RunsTakePicksUnlessTheirLogitsAreRead) {
   r.prompt = testing::random_ids(9, model->config().vocab_size, rng);  // prefilled in three chunks
   r.max_new_tokens = 7;
   const SamplingParams greedy{.temperature = 0.0f}, sampled{.temperature = 1.5f, .min_p = 0.02f, .seed = rng()},
-      top_p{.temperature = 1.5f, .top_p = 0.9f, .seed = rng()};
-  for (const SamplingParams& sampling : {greedy, sampled, top_p}) {
+      top_p{.temperature = 1.5f, .top_p = 0.9f, .seed = rng()},
+      penalized{.temperature = 1.5f, .repetition_penalty = 1.3f, .seed = rng()};
+  for (const SamplingParams& sampling : {greedy, sampled, top_p, penalized}) {
     SCOPED_TRACE("temperature " + std::to_string(sampling.temperature) + ", top_p " + std::to_string(sampling.top_p));
     r.sampling = sampling;
     std::vector<GenerationResult> results;
@@ -172,7 +173,7 @@ TEST(ContinuousBatching, RunsTakePicksUnlessTheirLogitsAreRead) {
         return true;
       }));
       ASSERT_EQ(sizes.size(), 7u);
-      const bool picks = !token_logits && sampling.top_p == 1.0f;
+      const bool picks = !token_logits && sampling.repetition_penalty == 1.0f;
       for (const size_t n : sizes) EXPECT_EQ(n, picks ? 0u : vocab);
     }
     EXPECT_EQ(results[0].ids, results[1].ids);

@@ -203,7 +203,8 @@ int32_t walk(const TokenDistribution& d, double uniform) {
 
 // cpu::pick_token (what Backend::pick_rows draws on every device) picks what
 // the sampler's distribution gives for the same uniform, bit for bit: masked
-// ids, a flat row, tiny and huge temperatures, min-p from none to all.
+// ids, a flat row (ties ranked by id), tiny and huge temperatures, top-k and
+// top-p off and on, min-p from none to all.
 TEST(Sampler, PickTokenDrawsFromTheSamplersDistribution) {
   auto rng = fresh_rng();
   std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -213,31 +214,33 @@ TEST(Sampler, PickTokenDrawsFromTheSamplersDistribution) {
     std::vector<float> flat(size_t(n), 1.5f);
     for (const auto* row : {&logits, &flat})
       for (const float temperature : {1e-3f, 0.3f, 1.0f, 2.5f, 80.0f})
-        for (const float min_p : {0.0f, 0.05f, 0.6f, 1.0f}) {
-          Sampler s({.temperature = temperature, .min_p = min_p});
-          ASSERT_TRUE(Sampler::pickable({.temperature = temperature, .min_p = min_p}));
-          TokenDistribution d;
-          s.distribution(*row, {}, d);
-          for (const double uniform : {0.0, u(rng), u(rng), u(rng), 0.99999999999}) {
-            const PickRule rule{temperature, min_p, uniform};
-            EXPECT_EQ(cpu::pick_token(*row, rule), walk(d, uniform))
-                << "n " << n << (row == &flat ? " flat" : "") << ", temperature " << temperature << ", min_p "
-                << min_p << ", uniform " << uniform;
-          }
-        }
+        for (const int64_t top_k : {int64_t(0), int64_t(1), int64_t(3), int64_t(n / 2 + 1)})
+          for (const float top_p : {1.0f, 0.9f, 0.3f})
+            for (const float min_p : {0.0f, 0.05f, 0.6f, 1.0f}) {
+              const SamplingParams params{.temperature = temperature, .top_k = top_k, .top_p = top_p, .min_p = min_p};
+              Sampler s(params);
+              ASSERT_TRUE(Sampler::pickable(params));
+              TokenDistribution d;
+              s.distribution(*row, {}, d);
+              for (const double uniform : {0.0, u(rng), u(rng), u(rng), 0.99999999999}) {
+                const PickRule rule{temperature, min_p, uniform, top_k, top_p};
+                EXPECT_EQ(cpu::pick_token(*row, rule), walk(d, uniform))
+                    << "n " << n << (row == &flat ? " flat" : "") << ", temperature " << temperature << ", top_k "
+                    << top_k << ", top_p " << top_p << ", min_p " << min_p << ", uniform " << uniform;
+              }
+            }
   }
 }
 
-// Greedy samplers and those of temperature and min-p alone pick where the
-// logits are; a pickable sampler's next rule carries the uniform its own
+// Samplers without a repetition penalty pick where the logits are; a pickable sampler's next rule carries the uniform its own
 // sample() would have drawn, and sample() draws by it.
 TEST(Sampler, PickableSamplersDrawByTheirNextRule) {
   auto rng = fresh_rng();
   EXPECT_TRUE(Sampler::pickable({.temperature = 0.0f}));
   EXPECT_TRUE(Sampler::pickable({.temperature = 0.0f, .top_k = 5, .top_p = 0.5f}));  // greedy all the same
   EXPECT_TRUE(Sampler::pickable({.temperature = 0.7f, .min_p = 0.1f}));
-  EXPECT_FALSE(Sampler::pickable({.temperature = 0.7f, .top_k = 40}));
-  EXPECT_FALSE(Sampler::pickable({.temperature = 0.7f, .top_p = 0.9f}));
+  EXPECT_TRUE(Sampler::pickable({.temperature = 0.7f, .top_k = 40}));
+  EXPECT_TRUE(Sampler::pickable({.temperature = 0.7f, .top_p = 0.9f}));
   EXPECT_FALSE(Sampler::pickable({.temperature = 0.0f, .repetition_penalty = 1.2f}));
   const uint64_t seed = rng();
   Sampler a({.temperature = 0.7f, .min_p = 0.1f, .seed = seed}), b({.temperature = 0.7f, .min_p = 0.1f, .seed = seed});
@@ -249,8 +252,8 @@ TEST(Sampler, PickableSamplersDrawByTheirNextRule) {
     EXPECT_EQ(b.sample(logits, {}), cpu::pick_token(logits, rule)) << "draw " << i;
   }
   EXPECT_EQ(Sampler({.temperature = 0.0f}).next_pick_rule().temperature, 0.0f);
-  Sampler top_k({.temperature = 0.7f, .top_k = 40});
-  EXPECT_THROW(top_k.next_pick_rule(), Error);
+  Sampler penalized({.temperature = 0.7f, .repetition_penalty = 1.2f});
+  EXPECT_THROW(penalized.next_pick_rule(), Error);
 }
 
 TEST(Sampler, InvalidParametersAreRejected) {

@@ -97,40 +97,6 @@ int32_t argmax(std::span<const float> logits) {
   return 0;  // every logit NaN
 }
 
-int32_t pick_token(std::span<const float> logits, const PickRule& rule) {
-  if (rule.temperature == 0.0f) return argmax(logits);
-  // The host sampler's steps for a sampler of temperature and min-p alone
-  // (Sampler::distribution, then its draw), in the same arithmetic.
-  thread_local std::vector<float> work;
-  thread_local std::vector<double> probs;
-  const int64_t vocab = int64_t(logits.size());
-  work.resize(size_t(vocab));
-  for (int64_t i = 0; i < vocab; ++i) work[size_t(i)] = logits[size_t(i)] / rule.temperature;
-  const int32_t best = argmax(work);
-  const float max_logit = work[size_t(best)];
-  if (!std::isfinite(max_logit)) return best;  // an infinite best logit takes all the mass
-  probs.resize(size_t(vocab));
-  const double total = best_exp_weights()(work.data(), max_logit, vocab, probs.data());
-  const double threshold = rule.min_p * probs[size_t(best)] / total;
-  for (double& p : probs) p /= total;  // the probabilities, divided once for both walks
-  // Candidates best first, then in id order (the best's place taken by id 0).
-  const auto id_at = [best](int64_t i) { return i == 0 ? best : i == best ? 0 : int32_t(i); };
-  const auto kept = [&](int64_t i, double p) { return p != 0.0 && (i == 0 || p >= threshold); };
-  double kept_total = 0.0;
-  for (int64_t i = 0; i < vocab; ++i)
-    if (const double p = probs[size_t(id_at(i))]; kept(i, p)) kept_total += p;
-  double acc = 0.0;
-  int32_t last = best;
-  for (int64_t i = 0; i < vocab; ++i) {
-    const double p = probs[size_t(id_at(i))];
-    if (!kept(i, p)) continue;
-    last = id_at(i);
-    acc += p / kept_total;
-    if (rule.uniform < acc) return last;
-  }
-  return last;  // the uniform at the rounding gap below 1
-}
-
 void CpuBackend::pick_rows_impl(const Tensor& x, std::span<const PickRule> rules, Tensor& ids) {
   const int64_t rows = x.dim(0), n = x.dim(1);
   small_parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {

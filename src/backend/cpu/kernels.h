@@ -3,6 +3,7 @@
 // tests compare against on random inputs.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/dtype.h"
@@ -207,13 +208,28 @@ void softmax_row_avx512(float* x, int64_t n, int64_t first, int64_t last);
 // same for a greedy rule.
 int32_t argmax(std::span<const float> logits);
 
+// The candidates of a draw from softmax(x) (x: logits already divided by the
+// temperature; NaNs in it are made −inf, no candidate), in the order a draw
+// walks them, with their probabilities normalized over the candidates:
+// ranked (larger x first, the lower id among equals), the first top_k of
+// them (0: all), then the fewest whose probabilities reach top_p (1: all),
+// then those left whose probability is 0 or below min_p × the best one's
+// taken out. Without top-k and top-p the walk is the best id first, then
+// the others in id order (no ranking needed). Weights are exp(x − max) in
+// double (best_exp_weights over a whole row).
+struct PickCandidates {
+  std::vector<int32_t> ids;
+  std::vector<double> probs;
+  std::vector<int32_t> order;  // scratch
+  std::vector<double> weight;  // scratch, by id
+};
+void pick_candidates(std::span<float> x, int64_t top_k, float top_p, float min_p, PickCandidates& out);
+
 // The token `rule` picks from a row of logits (backend/pick_rule.h): argmax
-// for temperature 0; otherwise the softmax of logits / temperature (weights
-// by best_exp_weights), candidates whose probability is 0 or below min_p ×
-// the best one's left out, walked best first and then in id order until
-// their normalized probabilities add up past rule.uniform. The host sampler
-// draws this way (Sampler::sample); Backend::pick_rows on every device does
-// too, the CPU's bit for bit.
+// for temperature 0; otherwise the first of pick_candidates(logits /
+// temperature) whose probabilities, added in walk order, pass rule.uniform.
+// The host sampler draws this way (Sampler::sample); Backend::pick_rows on
+// every device does too, the CPU's bit for bit.
 int32_t pick_token(std::span<const float> logits, const PickRule& rule);
 
 // log Σ_i exp(x[i]) over x[0, n), n ≥ 1: −inf when every x[i] is −inf. The

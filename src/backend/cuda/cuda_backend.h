@@ -88,6 +88,9 @@ class CudaBackend final : public Backend {
   // recorded step's most); other formats, and longer steps, take the host's.
   void bind_experts(ExpertBank& bank) override;
   bool experts_on_device(int64_t rows) const override;
+  // Its draw kernels take temperature and min-p (pick_rows.cu); a ranked
+  // draw (top-k, top-p) on the device is still to come.
+  bool picks_ranked() const override { return false; }
   static constexpr int64_t kExpertRowsOnDevice = 64;
 
  protected:
