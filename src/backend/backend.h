@@ -192,9 +192,6 @@ class Backend {
   // or drawn by the rule's uniform (cpu::pick_token's rule), so a step's
   // logits need not leave the device to be decoded.
   void pick_rows(const Tensor& x, std::span<const PickRule> rules, Tensor& ids);
-  // Whether pick_rows takes rules with top-k or top-p; where it does not,
-  // such a run's rows come to the host and its sampler draws there.
-  virtual bool picks_ranked() const { return true; }
 
   // --- Mixture of experts ---
   // Per row of logits [T, E]: softmax, the k most probable experts (ties to the

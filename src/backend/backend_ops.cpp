@@ -167,12 +167,9 @@ void Backend::pick_rows(const Tensor& x, std::span<const PickRule> rules, Tensor
               r.uniform >= 0.0 && r.uniform < 1.0,
           "pick_rows: a rule of temperature ", r.temperature, ", min_p ", r.min_p, ", uniform ", r.uniform,
           " (temperature >= 0, min_p in [0, 1], uniform in [0, 1))");
-  for (const PickRule& r : rules) {
+  for (const PickRule& r : rules)
     check(r.top_k >= 0 && r.top_p > 0.0f && r.top_p <= 1.0f, "pick_rows: a rule of top_k ", r.top_k, ", top_p ",
           r.top_p, " (top_k >= 0, top_p in (0, 1])");
-    check(picks_ranked() || r.temperature == 0.0f || (r.top_k == 0 && r.top_p == 1.0f), "pick_rows: this backend (",
-          name(), ") draws no rule with top-k or top-p (picks_ranked)");
-  }
   pick_rows_impl(x, rules, ids);
 }
 

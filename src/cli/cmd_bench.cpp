@@ -58,7 +58,8 @@ Command add_bench_command(CLI::App& app) {
     std::string prompt_file;
     bool synthetic_context = false;
     bool profile_ops = false, profile_step_graph = false;
-    float temperature = 0.0f, min_p = 0.0f;
+    float temperature = 0.0f, min_p = 0.0f, top_p = 1.0f;
+    int64_t top_k = 0;
     SpeculationOptions speculation;
   };
   auto o = std::make_shared<Options>();
@@ -87,6 +88,10 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--min-p", o->min_p, "with --temperature: leave out tokens below this × the best one's probability")
       ->capture_default_str();
+  app.add_option("--top-k", o->top_k, "with --temperature: draw from the best this many tokens (0: all)")
+      ->capture_default_str();
+  app.add_option("--top-p", o->top_p, "with --temperature: draw from the fewest best tokens reaching this probability")
+      ->capture_default_str();
   o->speculation.add_to(app);
   return [o] {
     if (o->model.maybe_describe_kv()) return 0;
@@ -95,7 +100,8 @@ Command add_bench_command(CLI::App& app) {
     check(o->repeat > 0, "--repeat must be positive, got ", o->repeat);
     check(o->batch >= 1 && o->batch <= 256, "--batch must be in 1..256, got ", o->batch);
     check(!o->synthetic_context || !o->speculation.enabled(), "--synthetic-context cannot be used with speculation");
-    const SamplingParams sampling{.temperature = o->temperature, .min_p = o->min_p, .seed = 1234};
+    const SamplingParams sampling{
+        .temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p, .min_p = o->min_p, .seed = 1234};
     sampling.validate();
     MemoryContract contract = o->model.memory_contract();
     o->speculation.add_to_contract(contract, o->model);
@@ -216,6 +222,8 @@ Command add_bench_command(CLI::App& app) {
         {"batch", o->batch},
         {"temperature", o->temperature},
         {"min_p", o->min_p},
+        {"top_k", o->top_k},
+        {"top_p", o->top_p},
         {"decode_tok_s", median(decode_tps)},
         {"decode_tok_s_per_sequence", median(decode_tps) / double(o->batch)},
         {"weight_bytes", model->weight_bytes()},

@@ -33,8 +33,7 @@ struct GenerationRequest {
   std::shared_ptr<TokenConstraint> constraint;
   // Whether on_token reads each token's logits (log-probabilities). Without
   // them a run whose sampling the device does (Sampler::pickable: no
-  // repetition penalty; top-k and top-p where the backend picks_ranked())
-  // takes its tokens as the device's picks, and
+  // repetition penalty) takes its tokens as the device's picks, and
   // its logits never reach the host (on_token then sees none).
   bool token_logits = false;
 };

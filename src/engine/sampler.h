@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "backend/cpu/kernels.h"
+#include "backend/cpu/pick_candidates.h"
 #include "backend/pick_rule.h"
 
 namespace fathom {

@@ -16,13 +16,8 @@ SamplingParams draft_params(SamplingParams p) {
   return p;
 }
 
-// Whether a run's draws rank the vocabulary (top-k, top-p), which not every
-// backend's pick_rows does.
-bool ranked(const SamplingParams& p) { return p.temperature > 0.0f && (p.top_k > 0 || p.top_p < 1.0f); }
-
-bool picks_suffice(const GenerationRequest& r, bool reads_logits, const Backend& backend) {
-  return Sampler::pickable(r.sampling) && (backend.picks_ranked() || !ranked(r.sampling)) && !r.adjust_logits &&
-         !r.constraint && !reads_logits;
+bool picks_suffice(const GenerationRequest& r, bool reads_logits) {
+  return Sampler::pickable(r.sampling) && !r.adjust_logits && !r.constraint && !reads_logits;
 }
 
 }  // namespace
@@ -39,7 +34,7 @@ SequenceRun::SequenceRun(const Model& model, const PrefillPolicy& policy, Genera
       on_token_(std::move(on_token)),
       speculation_(speculation.draft_tokens > 0 ? speculation : Speculation{}),
       vocab_(model.config().vocab_size),
-      picks_(picks_suffice(request_, on_token_ && request_.token_logits, model.backend())),
+      picks_(picks_suffice(request_, on_token_ && request_.token_logits)),
       held_(held),
       sampler_(request_.sampling),
       draft_sampler_(draft_params(request_.sampling)),

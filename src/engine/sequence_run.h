@@ -105,8 +105,7 @@ class SequenceRun {
   const int64_t vocab_;
   // Whether the run's tokens are picked on the device (every part that ends
   // in a token asks for a pick): sampling that Backend::pick_rows does
-  // (Sampler::pickable, Backend::picks_ranked) with nothing that reads or
-  // changes a row on the host.
+  // (Sampler::pickable) with nothing that reads or changes a row on the host.
   // Verify spans take picks only when greedy.
   const bool picks_;
   bool verify_picks() const { return picks_ && sampler_.greedy(); }

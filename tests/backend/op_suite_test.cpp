@@ -952,28 +952,38 @@ TEST_P(OpSuite, PickRowsDrawsAsTheHostSamplerDoes) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (const int64_t n : {1, 7, 4097, 70001, 151936}) {
-    const int64_t rows = 12;
+    const int64_t rows = 18;
     std::vector<float> x(size_t(rows * n));
     std::normal_distribution<float> logit(0.0f, 3.0f);
     for (float& v : x) v = logit(rng_);
     std::uniform_int_distribution<int64_t> at(0, n - 1);
     float* r = x.data();
-    for (int k = 0; k < 20; ++k) r[at(rng_)] = -kInf;  // row 0: masked ids
+    for (int k = 0; k < 20; ++k) r[at(rng_)] = -kInf, r[at(rng_)] = NAN;  // row 0: masked ids, NaNs
     r[n + at(rng_)] = kInf;                            // row 1: an infinite best takes all
     std::fill(r + 2 * n, r + 3 * n, -kInf);            // row 2: nothing above -inf
     std::fill(r + 3 * n, r + 4 * n, 0.5f);             // row 3: all one value
+    for (int k = 0; k < 20; ++k) r[14 * n + at(rng_)] = -kInf, r[14 * n + at(rng_)] = NAN;  // row 14: masked, NaNs
+    for (int64_t i = 15 * n; i < 16 * n; ++i) r[i] = std::round(r[i]);  // row 15: many ties
     std::vector<PickRule> rules(static_cast<size_t>(rows));
     for (int64_t row = 0; row < rows; ++row) {
-      const double temperature = row == 4 ? 1e-3 : row == 5 ? 50.0 : 0.2 + 2.0 * u(rng_);
+      const double temperature = row == 4 ? 1e-3 : row == 5 || row == 13 ? 50.0 : 0.2 + 2.0 * u(rng_);
       const float min_p = row % 3 == 0 ? 0.0f : row % 3 == 1 ? 0.05f : float(u(rng_));
       if (row != 11) rules[size_t(row)] = {float(temperature), min_p, row == 6 ? 0.0 : row == 7 ? 0.9999999999 : u(rng_)};
     }
-    if (backend_->picks_ranked()) {  // ranked draws: ties among equal values ranked by id (row 3)
-      rules[3].top_k = 3;
-      rules[8].top_k = 40;
-      rules[9].top_p = 0.9f;
-      rules[10].top_k = 5, rules[10].top_p = 0.5f;
-    }
+    // Ranked draws (top-k, top-p): ties among equal values ranked by id
+    // (rows 3 and 15), masked ids and NaNs below every candidate (14).
+    rules[1].top_p = 0.5f;
+    rules[2].top_k = 2;
+    rules[3].top_k = 3;
+    rules[8].top_k = 40;
+    rules[9].top_p = 0.9f;
+    rules[10].top_k = 5, rules[10].top_p = 0.5f;
+    rules[12].top_k = n / 2 + 1, rules[12].top_p = 0.95f;
+    rules[13].top_p = 0.99f;
+    rules[14].top_k = 20, rules[14].top_p = 0.7f;
+    rules[15].top_k = 100, rules[15].top_p = 0.8f;
+    rules[16].top_k = n;  // as many as the row: not ranked
+    rules[17].top_k = 1;
     const Tensor dev = upload(x, {rows, n});
     Tensor ids = out({rows}, DType::i32);
     backend_->pick_rows(dev, rules, ids);
@@ -1005,11 +1015,6 @@ TEST_P(OpSuite, PickRowsRejectsBadArguments) {
     rules[1] = bad;
     EXPECT_THROW(backend_->pick_rows(x, rules, ids), Error)
         << "temperature " << bad.temperature << ", min_p " << bad.min_p << ", uniform " << bad.uniform;
-  }
-  if (!backend_->picks_ranked()) {  // a backend without ranked draws says so rather than drawing otherwise
-    std::vector<PickRule> rules(3);
-    rules[2] = {1.0f, 0.0f, 0.5, 40};
-    EXPECT_THROW(backend_->pick_rows(x, rules, ids), Error);
   }
 }
 

@@ -2,6 +2,8 @@
 // definition for the host sampler (Sampler::distribution) and the picks
 // made where the logits are (cpu::pick_token, which the device kernels
 // follow).
+#include "backend/cpu/pick_candidates.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>

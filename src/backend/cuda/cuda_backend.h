@@ -88,9 +88,6 @@ class CudaBackend final : public Backend {
   // recorded step's most); other formats, and longer steps, take the host's.
   void bind_experts(ExpertBank& bank) override;
   bool experts_on_device(int64_t rows) const override;
-  // Its draw kernels take temperature and min-p (pick_rows.cu); a ranked
-  // draw (top-k, top-p) on the device is still to come.
-  bool picks_ranked() const override { return false; }
   static constexpr int64_t kExpertRowsOnDevice = 64;
 
  protected:
@@ -184,6 +181,10 @@ class CudaBackend final : public Backend {
   // decode kernel does not take) over plain bf16 rows in bf16 compute, on
   // tensor cores (attention_flash.cu): out directly when splits is 1, else
   // each split's partial for the combine.
+  // The draws of the rows whose rule ranks its candidates (top-k, top-p:
+  // pick_ranked.cu), after pick_rows_impl's kernels put each row's best in ids.
+  void draw_ranked_rows(const float* x, int64_t rows, int64_t n, std::span<const PickRule> rules,
+                        const PickRule* dev_rules, int32_t* ids);
   static bool flash_attention_suits(const KvView& kv, const AttentionParams& p, int64_t t);
   int64_t flash_attention_splits(const KvView& kv, int64_t t, int64_t heads) const;
   void flash_attention(const KvLayout& l, unsigned char* const* table, const float* q, int64_t t, int64_t heads,

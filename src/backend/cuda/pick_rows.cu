@@ -9,11 +9,13 @@
 // block a row finds the span where the running sum passes the uniform and
 // walks it as cpu::pick_token does (the same steps, in double; sums in
 // another order, so a draw can differ from the host's only where its uniform
-// falls within rounding of a candidate's bound).
+// falls within rounding of a candidate's bound). Rows whose rule ranks its
+// candidates (top-k, top-p) are drawn by pick_ranked.cu's kernel instead.
 #include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/pick_order.h"
 #include "core/error.h"
 
 namespace fathom::cuda {
@@ -24,13 +26,11 @@ constexpr int64_t kSpan = 4096;  // values of a row a block reads, or more where
 constexpr int kMaxSpans = 64;    // would take more spans than this
 
 // 0 for a NaN (never picked: every other key is larger); otherwise the
-// float's bits made to order as unsigned (negatives flipped whole, positives
-// above them) in the high half, and the index counted down in the low half.
+// value's ordered bits in the high half, and the index counted down in the
+// low half.
 __device__ __forceinline__ uint64_t pick_key(float v, int64_t i) {
   if (isnan(v)) return 0;
-  const uint32_t bits = __float_as_uint(v);
-  const uint32_t ordered = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
-  return uint64_t(ordered) << 32 | (0xffffffffu - uint32_t(i));
+  return uint64_t(ordered_bits(v)) << 32 | (0xffffffffu - uint32_t(i));
 }
 
 __device__ __forceinline__ uint64_t warp_max(uint64_t k) {
@@ -39,7 +39,8 @@ __device__ __forceinline__ uint64_t warp_max(uint64_t k) {
 }
 
 // Block (s, r): the best key of span s of row r (of x / temperature where
-// the row's rule samples) into keys[r · spans + s].
+// the row's rule samples, a NaN then ranked as −inf as the host sampler
+// ranks it) into keys[r · spans + s].
 __global__ void argmax_spans_kernel(const float* x, int64_t n, int64_t span, const PickRule* rules, uint64_t* keys) {
   await_previous_kernel();
   const int64_t row = blockIdx.y, begin = int64_t(blockIdx.x) * span, end = std::min(n, begin + span);
@@ -51,7 +52,10 @@ __global__ void argmax_spans_kernel(const float* x, int64_t n, int64_t span, con
     for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) best = max(best, pick_key(xr[i], i));
   } else {
 #pragma unroll 4
-    for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) best = max(best, pick_key(xr[i] / t, i));
+    for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+      const float y = xr[i] / t;
+      best = max(best, pick_key(isnan(y) ? -INFINITY : y, i));
+    }
   }
   __shared__ uint64_t warps[kThreads / 32];
   best = warp_max(best);
@@ -82,9 +86,9 @@ __device__ __forceinline__ int32_t id_at(int64_t i, int32_t best) {
   return i == 0 ? best : i == best ? 0 : int32_t(i);
 }
 
-// Row r as the draw kernels read it: drawn from when its rule samples and its
-// best logit / temperature (`top`) is finite (an infinite one takes all the
-// mass: the best stays the pick).
+// Row r as the draw kernels read it: drawn from when its rule samples
+// unranked and its best logit / temperature (`top`) is finite (an infinite
+// one takes all the mass: the best stays the pick).
 struct DrawnRow {
   PickRule rule;
   const float* x;
@@ -95,16 +99,18 @@ struct DrawnRow {
 
 __device__ DrawnRow drawn_row(const float* x, int64_t n, int64_t row, const PickRule* rules, const int32_t* ids) {
   DrawnRow d{rules[row], x + row * n, 0, 0.0f, false};
-  if (d.rule.temperature == 0.0f) return d;
+  if (d.rule.temperature == 0.0f || draws_ranked(d.rule, n)) return d;
   d.best = ids[row];
   d.top = d.x[d.best] / d.rule.temperature;
   d.drawn = isfinite(d.top);
   return d;
 }
 
-// The weight exp(x / t − top) at place i, in double (the host's exp_weights).
+// The weight exp(x / t − top) at place i, in double (the host's exp_weights;
+// 0 for a NaN, which the host takes as −inf).
 __device__ __forceinline__ double weight_at(const DrawnRow& d, int64_t i) {
-  return exp(double(d.x[id_at(i, d.best)] / d.rule.temperature - d.top));
+  const float y = d.x[id_at(i, d.best)] / d.rule.temperature;
+  return isnan(y) ? 0.0 : exp(double(y - d.top));
 }
 
 // What a span of a sampled row holds: its weights exp(x / t − max) summed,
@@ -250,6 +256,7 @@ void CudaBackend::pick_rows_impl(const Tensor& x, std::span<const PickRule> rule
          dev_rules, static_cast<const int32_t*>(out), mass);
   launch("pick_rows", draw_rows_kernel, unsigned(rows), kThreads, 0, x.data<float>(), n, span, spans, dev_rules,
          static_cast<const SpanMass*>(mass), out);
+  draw_ranked_rows(x.data<float>(), rows, n, rules, dev_rules, out);
 }
 
 }  // namespace fathom::cuda

@@ -1,0 +1,254 @@
+// The draws of rows whose rule ranks its candidates (top-k, top-p) made on
+// the device as cpu::pick_candidates and cpu::pick_token make them: the
+// places ranked by value (logit / temperature, NaN as −inf), then by id; the
+// first top_k of them; of those, the fewest whose probabilities reach top_p;
+// less those below min_p × the best's; then the first whose running sum, in
+// rank order, passes the uniform.
+//
+// Nothing is sorted. Each of the three cuts (the top_k-th place, the place
+// at which the nucleus reaches top_p, the place the draw lands on) is the
+// first place, in rank order, at which a running sum over the places reaches
+// a target: a count for top-k, probability mass for the others. It is found
+// a digit of the value's 32 order bits at a time, from the top (11, 11, 10
+// bits): a histogram of the sum over the places whose higher digits are
+// those chosen so far, scanned from the largest digit down, says in which
+// bin the sum reaches the target; last, among the places of exactly that
+// value, in id order. Four passes over the row a cut, the last three
+// weighing only the places still in play. The masses are integers (a weight
+// exp(x / t − max) in [0, 1] as a count of 2^-44), so every sum is exact in
+// whatever order the block's atomics add: a draw is the same every run, and
+// a pass's bins add up to the bin they refine. That rounding, and the order
+// of the host's sums, are where a draw can differ from the host's: only
+// where its uniform (or top_p) falls within ~1e-12 of a candidate's bound.
+//
+// A cluster of kParts blocks a ranked row, each weighing a part of it; the
+// blocks add up each other's histograms in shared memory (Hopper's
+// distributed shared memory) and so choose the same digits. The other rows'
+// clusters return at once, so that a step's kernels are the same whichever
+// rules its rows have (its graph is replayed, not captured anew).
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/pick_order.h"
+#include "core/error.h"
+
+namespace fathom::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 1024;
+constexpr int kParts = 8;   // blocks a row: a cluster
+constexpr int kUnroll = 4;  // loads a thread has in flight
+constexpr int kBins = 2048;  // of an 11-bit digit
+using Sum = unsigned long long;
+constexpr double kMassUnit = 0x1p44;  // rows of < 2^20 places: a sum of weights ≤ 1 fits 64 bits
+constexpr int64_t kMaxRankedRow = int64_t(1) << 20;
+
+// A place in rank order. At or above it: a larger value, or its value and an
+// id no larger. The default cut has every place at or above it.
+struct Cut {
+  uint32_t value = 0;
+  uint32_t id = 0xffffffffu;
+};
+
+__device__ __forceinline__ bool at_or_above(uint32_t value, int64_t id, Cut c) {
+  return value > c.value || (value == c.value && uint32_t(id) <= c.id);
+}
+
+// A place's value in rank order (NaN as −inf, as the host ranks it).
+__device__ __forceinline__ uint32_t rank_value(float y) { return ordered_bits(isnan(y) ? -INFINITY : y); }
+
+// The host's weight exp(y − top) (0 for a NaN), and that as a mass.
+__device__ __forceinline__ double weight(float y, float top) { return isnan(y) ? 0.0 : exp(double(y - top)); }
+__device__ __forceinline__ Sum mass(double w) { return Sum(llrint(w * kMassUnit)); }
+
+// A ranked row as a block of its cluster reads it: x / temperature, the
+// place (and value) of its best, and the block's part [begin, end).
+struct RankedRow {
+  const float* x;
+  int64_t n;
+  float temperature;
+  int32_t best;
+  float top;
+  int64_t begin, end;
+};
+
+// visit(place, x / temperature) for each place of the block's part, each
+// thread with kUnroll loads in flight.
+template <typename Visit>
+__device__ __forceinline__ void for_each_place(const RankedRow& r, Visit visit) {
+  for (int64_t base = r.begin + threadIdx.x; base < r.end; base += kUnroll * kThreads) {
+    float x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + int64_t(u) * kThreads;
+      x[u] = i < r.end ? r.x[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (const int64_t i = base + int64_t(u) * kThreads; i < r.end) visit(i, x[u] / r.temperature);
+  }
+}
+
+// What a block keeps in shared memory for a cut; the cluster's blocks read
+// each other's.
+struct CutScratch {
+  Sum bins[kBins];
+  Sum warps[kThreads / 32];
+  Sum above, part_sum;
+  uint32_t digit, id;
+};
+
+// Exclusive prefix sum of v over the block in thread order; `total` gets the
+// block's sum.
+__device__ Sum block_exclusive_sum(Sum v, Sum* warps, Sum& total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  Sum inclusive = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const Sum up = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += up;
+  }
+  __syncthreads();  // warps' last readers are done
+  if (lane == 31) warps[warp] = inclusive;
+  __syncthreads();
+  Sum before = inclusive - v;
+  total = 0;
+  for (int w = 0; w < kThreads / 32; ++w) {
+    if (w < warp) before += warps[w];
+    total += warps[w];
+  }
+  return before;
+}
+
+// The first place, in rank order, at which the running sum of
+// measure(place, value / temperature, rank value) reaches target_of(total),
+// total being the whole row's sum (the target must lie in [1, total]). Every
+// block of the cluster calls it and gets the same place.
+template <typename Measure, typename Target>
+__device__ Cut first_reaching(const RankedRow& r, Measure measure, Target target_of, CutScratch& s,
+                              const cg::cluster_group& cluster) {
+  uint32_t prefix = 0;  // the digits chosen so far
+  Sum above = 0;        // the sum over the places ranked before the chosen bins
+  Sum target = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, width = pass == 2 ? 10 : 11;
+    for (int b = threadIdx.x; b < kBins; b += kThreads) s.bins[b] = 0;
+    __syncthreads();
+    // A thread adds a run of places of one bin at once: most places of a
+    // flat row fall in a few bins, and an atomic a place there would queue.
+    uint32_t run_bin = 0;
+    Sum run = 0;
+    for_each_place(r, [&](int64_t i, float y) {
+      const uint32_t v = rank_value(y);
+      if (pass > 0 && v >> (shift + width) != prefix) return;
+      const Sum m = measure(i, y, v);
+      if (m == 0) return;
+      const uint32_t bin = (v >> shift) & ((1u << width) - 1);
+      if (bin != run_bin && run != 0) atomicAdd(&s.bins[run_bin], run), run = 0;
+      run_bin = bin;
+      run += m;
+    });
+    if (run != 0) atomicAdd(&s.bins[run_bin], run);
+    cluster.sync();
+    // Thread t holds bins kBins − 1 − 2t and the one below, summed over the
+    // cluster: the sum runs from the largest digit down. Exactly one bin
+    // takes it to the target.
+    const int hi = kBins - 1 - 2 * int(threadIdx.x);
+    Sum a = 0, b = 0;
+    for (int part = 0; part < kParts; ++part) {
+      const Sum* bins = cluster.map_shared_rank(&s.bins[0], part);
+      a += bins[hi], b += bins[hi - 1];
+    }
+    Sum total;
+    const Sum before = above + block_exclusive_sum(a + b, s.warps, total);
+    if (pass == 0) target = target_of(total);
+    if (before < target && before + a >= target)
+      s.digit = uint32_t(hi), s.above = before;
+    else if (before + a < target && before + a + b >= target)
+      s.digit = uint32_t(hi - 1), s.above = before + a;
+    __syncthreads();
+    prefix = prefix << width | s.digit;
+    above = s.above;
+    cluster.sync();  // every block has read the others' bins before they are cleared
+  }
+  // Among the places of exactly that value, in id order: thread t of block p
+  // walks a run of ids, the sum before its run being above, the blocks'
+  // before p and the runs' before it in p.
+  const int64_t per = (r.end - r.begin + kThreads - 1) / kThreads;
+  const int64_t from = std::min(r.end, r.begin + int64_t(threadIdx.x) * per), to = std::min(r.end, from + per);
+  const auto tie_measure = [&](int64_t i) {
+    const float y = r.x[i] / r.temperature;
+    const uint32_t v = rank_value(y);
+    return v == prefix ? measure(i, y, v) : Sum(0);
+  };
+  Sum mine = 0;
+  for (int64_t i = from; i < to; ++i) mine += tie_measure(i);
+  Sum part_sum;
+  Sum acc = above + block_exclusive_sum(mine, s.warps, part_sum);
+  if (threadIdx.x == 0) s.part_sum = part_sum;
+  cluster.sync();
+  for (int part = 0; part < int(cluster.block_rank()); ++part) acc += *cluster.map_shared_rank(&s.part_sum, part);
+  if (acc < target && acc + mine >= target)
+    for (int64_t i = from; i < to; ++i)
+      if ((acc += tie_measure(i)) >= target) {
+        *cluster.map_shared_rank(&s.id, 0) = uint32_t(i);
+        break;
+      }
+  cluster.sync();
+  return {prefix, *cluster.map_shared_rank(&s.id, 0)};
+}
+
+// Cluster r draws row r where its rule ranks (ids[r] holds the best of
+// x / temperature, which an infinite best value keeps: it takes all the mass).
+__global__ void __cluster_dims__(kParts, 1, 1) __launch_bounds__(kThreads)
+    draw_ranked_kernel(const float* x, int64_t n, const PickRule* rules, int32_t* ids) {
+  await_previous_kernel();
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int64_t row = blockIdx.x / kParts;
+  const PickRule rule = rules[row];
+  if (!draws_ranked(rule, n)) return;
+  const int32_t best = ids[row];
+  const float* xr = x + row * n;
+  const int64_t span = (n + kParts - 1) / kParts, begin = std::min(n, span * cluster.block_rank());
+  const RankedRow r{xr, n, rule.temperature, best, xr[best] / rule.temperature, begin, std::min(n, begin + span)};
+  if (!isfinite(r.top)) return;
+  __shared__ CutScratch s;
+  Cut top_k;
+  if (rule.top_k > 0 && rule.top_k < n)
+    top_k = first_reaching(
+        r, [](int64_t, float, uint32_t) { return Sum(1); }, [&](Sum) { return Sum(rule.top_k); }, s, cluster);
+  Cut top_p;
+  if (rule.top_p < 1.0f)
+    top_p = first_reaching(
+        r, [&](int64_t i, float y, uint32_t v) { return at_or_above(v, i, top_k) ? mass(weight(y, r.top)) : Sum(0); },
+        [&](Sum total) { return std::clamp(Sum(ceil(double(rule.top_p) * double(total))), Sum(1), total); }, s,
+        cluster);
+  // The candidates: at or above both cuts, of a weight not 0, and not below
+  // min_p × the best's weight (1) unless the best.
+  const auto kept = [&](int64_t i, float y, uint32_t v) {
+    if (!at_or_above(v, i, top_k) || !at_or_above(v, i, top_p)) return Sum(0);
+    const double w = weight(y, r.top);
+    return w == 0.0 || (i != best && w < rule.min_p) ? Sum(0) : mass(w);
+  };
+  // The first candidate whose running sum passes uniform × the candidates' sum.
+  const Cut drawn = first_reaching(
+      r, kept, [&](Sum total) { return std::min(total, Sum(rule.uniform * double(total)) + 1); }, s, cluster);
+  if (cluster.block_rank() == 0 && threadIdx.x == 0) ids[row] = int32_t(drawn.id);
+  cluster.sync();  // no block leaves while another may still read its shared memory
+}
+
+}  // namespace
+
+void CudaBackend::draw_ranked_rows(const float* x, int64_t rows, int64_t n, std::span<const PickRule> rules,
+                                   const PickRule* dev_rules, int32_t* ids) {
+  for (const PickRule& r : rules)
+    check(!draws_ranked(r, n) || n < kMaxRankedRow, "pick_rows: a top-k or top-p draw from rows of ", n,
+          " values (at most ", kMaxRankedRow - 1, ")");
+  launch("pick_rows", draw_ranked_kernel, unsigned(rows * kParts), kThreads, 0, x, n, dev_rules, ids);
+}
+
+}  // namespace fathom::cuda
