@@ -21,11 +21,12 @@
 // of the host's sums, are where a draw can differ from the host's: only
 // where its uniform (or top_p) falls within ~1e-12 of a candidate's bound.
 //
-// A cluster of kParts blocks a ranked row, each weighing a part of it; the
-// blocks add up each other's histograms in shared memory (Hopper's
-// distributed shared memory) and so choose the same digits. The other rows'
-// clusters return at once, so that a step's kernels are the same whichever
-// rules its rows have (its graph is replayed, not captured anew).
+// On Hopper a cluster of 8 blocks a ranked row, each weighing a part of it;
+// the blocks add up each other's histograms in shared memory (distributed
+// shared memory) and so choose the same digits. Built for an older GPU (the
+// PTX of a default build), one block a row. The other rows' blocks return at
+// once, so that a step's kernels are the same whichever rules its rows have
+// (its graph is replayed, not captured anew).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -41,7 +42,6 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kThreads = 1024;
-constexpr int kParts = 8;   // blocks a row: a cluster
 constexpr int kUnroll = 4;  // loads a thread has in flight
 constexpr int kBins = 2048;  // of an 11-bit digit
 using Sum = unsigned long long;
@@ -66,7 +66,7 @@ __device__ __forceinline__ uint32_t rank_value(float y) { return ordered_bits(is
 __device__ __forceinline__ double weight(float y, float top) { return isnan(y) ? 0.0 : exp(double(y - top)); }
 __device__ __forceinline__ Sum mass(double w) { return Sum(llrint(w * kMassUnit)); }
 
-// A ranked row as a block of its cluster reads it: x / temperature, the
+// A ranked row as one of its blocks reads it: x / temperature, the
 // place (and value) of its best, and the block's part [begin, end).
 struct RankedRow {
   const float* x;
@@ -94,7 +94,31 @@ __device__ __forceinline__ void for_each_place(const RankedRow& r, Visit visit) 
   }
 }
 
-// What a block keeps in shared memory for a cut; the cluster's blocks read
+// The blocks of a row: a cluster where the GPU has them (the kernel's
+// cluster size, which the host reads back to size the grid), else one.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FATHOM_ROW_CLUSTER __cluster_dims__(8, 1, 1)
+struct RowBlocks {
+  cg::cluster_group cluster = cg::this_cluster();
+  __device__ unsigned size() const { return cluster.num_blocks(); }
+  __device__ unsigned rank() const { return cluster.block_rank(); }
+  __device__ void sync() const { cluster.sync(); }
+  // p, an address of this block's shared memory, in block `rank`'s.
+  template <typename T>
+  __device__ T* at(T* p, unsigned rank) const { return cluster.map_shared_rank(p, rank); }
+};
+#else
+#define FATHOM_ROW_CLUSTER
+struct RowBlocks {
+  __device__ unsigned size() const { return 1; }
+  __device__ unsigned rank() const { return 0; }
+  __device__ void sync() const { __syncthreads(); }
+  template <typename T>
+  __device__ T* at(T* p, unsigned) const { return p; }
+};
+#endif
+
+// What a block keeps in shared memory for a cut; a row's blocks read
 // each other's.
 struct CutScratch {
   Sum bins[kBins];
@@ -127,10 +151,10 @@ __device__ Sum block_exclusive_sum(Sum v, Sum* warps, Sum& total) {
 // The first place, in rank order, at which the running sum of
 // measure(place, value / temperature, rank value) reaches target_of(total),
 // total being the whole row's sum (the target must lie in [1, total]). Every
-// block of the cluster calls it and gets the same place.
+// block of the row calls it and gets the same place.
 template <typename Measure, typename Target>
 __device__ Cut first_reaching(const RankedRow& r, Measure measure, Target target_of, CutScratch& s,
-                              const cg::cluster_group& cluster) {
+                              const RowBlocks& blocks) {
   uint32_t prefix = 0;  // the digits chosen so far
   Sum above = 0;        // the sum over the places ranked before the chosen bins
   Sum target = 0;
@@ -153,14 +177,14 @@ __device__ Cut first_reaching(const RankedRow& r, Measure measure, Target target
       run += m;
     });
     if (run != 0) atomicAdd(&s.bins[run_bin], run);
-    cluster.sync();
+    blocks.sync();
     // Thread t holds bins kBins − 1 − 2t and the one below, summed over the
-    // cluster: the sum runs from the largest digit down. Exactly one bin
+    // row's blocks: the sum runs from the largest digit down. Exactly one bin
     // takes it to the target.
     const int hi = kBins - 1 - 2 * int(threadIdx.x);
     Sum a = 0, b = 0;
-    for (int part = 0; part < kParts; ++part) {
-      const Sum* bins = cluster.map_shared_rank(&s.bins[0], part);
+    for (unsigned part = 0; part < blocks.size(); ++part) {
+      const Sum* bins = blocks.at(&s.bins[0], part);
       a += bins[hi], b += bins[hi - 1];
     }
     Sum total;
@@ -173,7 +197,7 @@ __device__ Cut first_reaching(const RankedRow& r, Measure measure, Target target
     __syncthreads();
     prefix = prefix << width | s.digit;
     above = s.above;
-    cluster.sync();  // every block has read the others' bins before they are cleared
+    blocks.sync();  // every block has read the others' bins before they are cleared
   }
   // Among the places of exactly that value, in id order: thread t of block p
   // walks a run of ids, the sum before its run being above, the blocks'
@@ -190,43 +214,43 @@ __device__ Cut first_reaching(const RankedRow& r, Measure measure, Target target
   Sum part_sum;
   Sum acc = above + block_exclusive_sum(mine, s.warps, part_sum);
   if (threadIdx.x == 0) s.part_sum = part_sum;
-  cluster.sync();
-  for (int part = 0; part < int(cluster.block_rank()); ++part) acc += *cluster.map_shared_rank(&s.part_sum, part);
+  blocks.sync();
+  for (unsigned part = 0; part < blocks.rank(); ++part) acc += *blocks.at(&s.part_sum, part);
   if (acc < target && acc + mine >= target)
     for (int64_t i = from; i < to; ++i)
       if ((acc += tie_measure(i)) >= target) {
-        *cluster.map_shared_rank(&s.id, 0) = uint32_t(i);
+        *blocks.at(&s.id, 0) = uint32_t(i);
         break;
       }
-  cluster.sync();
-  return {prefix, *cluster.map_shared_rank(&s.id, 0)};
+  blocks.sync();
+  return {prefix, *blocks.at(&s.id, 0)};
 }
 
 // Cluster r draws row r where its rule ranks (ids[r] holds the best of
 // x / temperature, which an infinite best value keeps: it takes all the mass).
-__global__ void __cluster_dims__(kParts, 1, 1) __launch_bounds__(kThreads)
+__global__ void FATHOM_ROW_CLUSTER __launch_bounds__(kThreads)
     draw_ranked_kernel(const float* x, int64_t n, const PickRule* rules, int32_t* ids) {
   await_previous_kernel();
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int64_t row = blockIdx.x / kParts;
+  const RowBlocks blocks;
+  const int64_t row = blockIdx.x / blocks.size();
   const PickRule rule = rules[row];
   if (!draws_ranked(rule, n)) return;
   const int32_t best = ids[row];
   const float* xr = x + row * n;
-  const int64_t span = (n + kParts - 1) / kParts, begin = std::min(n, span * cluster.block_rank());
+  const int64_t span = (n + blocks.size() - 1) / blocks.size(), begin = std::min(n, span * blocks.rank());
   const RankedRow r{xr, n, rule.temperature, best, xr[best] / rule.temperature, begin, std::min(n, begin + span)};
   if (!isfinite(r.top)) return;
   __shared__ CutScratch s;
   Cut top_k;
   if (rule.top_k > 0 && rule.top_k < n)
     top_k = first_reaching(
-        r, [](int64_t, float, uint32_t) { return Sum(1); }, [&](Sum) { return Sum(rule.top_k); }, s, cluster);
+        r, [](int64_t, float, uint32_t) { return Sum(1); }, [&](Sum) { return Sum(rule.top_k); }, s, blocks);
   Cut top_p;
   if (rule.top_p < 1.0f)
     top_p = first_reaching(
         r, [&](int64_t i, float y, uint32_t v) { return at_or_above(v, i, top_k) ? mass(weight(y, r.top)) : Sum(0); },
         [&](Sum total) { return std::clamp(Sum(ceil(double(rule.top_p) * double(total))), Sum(1), total); }, s,
-        cluster);
+        blocks);
   // The candidates: at or above both cuts, of a weight not 0, and not below
   // min_p × the best's weight (1) unless the best.
   const auto kept = [&](int64_t i, float y, uint32_t v) {
@@ -236,9 +260,9 @@ __global__ void __cluster_dims__(kParts, 1, 1) __launch_bounds__(kThreads)
   };
   // The first candidate whose running sum passes uniform × the candidates' sum.
   const Cut drawn = first_reaching(
-      r, kept, [&](Sum total) { return std::min(total, Sum(rule.uniform * double(total)) + 1); }, s, cluster);
-  if (cluster.block_rank() == 0 && threadIdx.x == 0) ids[row] = int32_t(drawn.id);
-  cluster.sync();  // no block leaves while another may still read its shared memory
+      r, kept, [&](Sum total) { return std::min(total, Sum(rule.uniform * double(total)) + 1); }, s, blocks);
+  if (blocks.rank() == 0 && threadIdx.x == 0) ids[row] = int32_t(drawn.id);
+  blocks.sync();  // no block leaves while another may still read its shared memory
 }
 
 }  // namespace
@@ -248,7 +272,12 @@ void CudaBackend::draw_ranked_rows(const float* x, int64_t rows, int64_t n, std:
   for (const PickRule& r : rules)
     check(!draws_ranked(r, n) || n < kMaxRankedRow, "pick_rows: a top-k or top-p draw from rows of ", n,
           " values (at most ", kMaxRankedRow - 1, ")");
-  launch("pick_rows", draw_ranked_kernel, unsigned(rows * kParts), kThreads, 0, x, n, dev_rules, ids);
+  static const unsigned parts = [] {
+    cudaFuncAttributes a{};
+    check_cuda(cudaFuncGetAttributes(&a, draw_ranked_kernel), "read the ranked draw kernel's cluster size");
+    return unsigned(std::max(1, a.requiredClusterWidth));
+  }();
+  launch("pick_rows", draw_ranked_kernel, unsigned(rows * parts), kThreads, 0, x, n, dev_rules, ids);
 }
 
 }  // namespace fathom::cuda
