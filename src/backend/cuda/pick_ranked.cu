@@ -82,27 +82,6 @@ struct CutScratch {
   uint32_t digit, id;
 };
 
-// Exclusive prefix sum of v over the block in thread order; `total` gets the
-// block's sum.
-__device__ Sum block_exclusive_sum(Sum v, Sum* warps, Sum& total) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  Sum inclusive = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const Sum up = __shfl_up_sync(0xffffffffu, inclusive, o);
-    if (lane >= o) inclusive += up;
-  }
-  __syncthreads();  // warps' last readers are done
-  if (lane == 31) warps[warp] = inclusive;
-  __syncthreads();
-  Sum before = inclusive - v;
-  total = 0;
-  for (int w = 0; w < kThreads / 32; ++w) {
-    if (w < warp) before += warps[w];
-    total += warps[w];
-  }
-  return before;
-}
-
 // The first place, in rank order, at which the running sum of
 // measure(place, value / temperature, rank value) reaches target_of(total),
 // total being the whole row's sum (the target must lie in [1, total]).
@@ -127,7 +106,7 @@ __device__ Cut first_reaching(const RankedRow& r, Measure measure, Target target
     const int hi = kBins - 1 - 2 * int(threadIdx.x);
     const Sum a = s.bins[hi], b = s.bins[hi - 1];
     Sum total;
-    const Sum before = above + block_exclusive_sum(a + b, s.warps, total);
+    const Sum before = above + block_exclusive_sum<kThreads>(a + b, s.warps, total);
     if (pass == 0) target = target_of(total);
     if (before < target && before + a >= target)
       s.digit = uint32_t(hi), s.above = before;
@@ -148,7 +127,7 @@ __device__ Cut first_reaching(const RankedRow& r, Measure measure, Target target
     if (const uint32_t v = rank_value(y); v == prefix) mine += measure(i, y, v);
   }
   Sum total;
-  Sum acc = above + block_exclusive_sum(mine, s.warps, total);
+  Sum acc = above + block_exclusive_sum<kThreads>(mine, s.warps, total);
   if (acc < target && acc + mine >= target)
     for (int64_t i = from; i < to; ++i) {
       const float y = r.at(i);

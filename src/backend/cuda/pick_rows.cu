@@ -153,28 +153,6 @@ __global__ void draw_spans_kernel(const float* x, int64_t n, int64_t span, const
   }
 }
 
-// Exclusive prefix sum of v over the block in thread order; `total` gets
-// the block's sum. `warps` holds a value a warp.
-__device__ double block_exclusive_sum(double v, double* warps, double& total) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  double inclusive = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const double up = __shfl_up_sync(0xffffffffu, inclusive, o);
-    if (lane >= o) inclusive += up;
-  }
-  double before = __shfl_up_sync(0xffffffffu, inclusive, 1);
-  if (lane == 0) before = 0.0;
-  __syncthreads();  // warps' last readers are done
-  if (lane == 31) warps[warp] = inclusive;
-  __syncthreads();
-  total = 0.0;
-  for (int w = 0; w < kThreads / 32; ++w) {
-    if (w < warp) before += warps[w];
-    total += warps[w];
-  }
-  return before;
-}
-
 // Block r draws row r's token where its rule samples, as cpu::pick_token
 // does: the probabilities p = weight / Σ weights, the candidates whose p is
 // not 0 and not below min_p × the best's kept, the first whose normalized
@@ -213,7 +191,7 @@ __global__ void draw_rows_kernel(const float* x, int64_t n, int64_t span, int sp
     for (int64_t i = from; i < to; ++i)
       if (const double p = p_at(i); kept_at(i, p)) mine += p / kept_total;
     double span_sum = 0.0;
-    double acc = before + block_exclusive_sum(mine, warps, span_sum);
+    double acc = before + block_exclusive_sum<kThreads>(mine, warps, span_sum);
     if (acc <= rule.uniform)
       for (int64_t i = from; i < to; ++i) {
         const double p = p_at(i);
