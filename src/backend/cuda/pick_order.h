@@ -15,6 +15,12 @@ __device__ __forceinline__ uint32_t ordered_bits(float v) {
   return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
 }
 
+// A sampled row's value x / t as the host sampler takes it: a NaN as −inf
+// (ranked last, by id among the −infs), and its weight exp(y − top) in double
+// (0 for a NaN), the host's exp_weights.
+__device__ __forceinline__ float sampled_value(float y) { return isnan(y) ? -INFINITY : y; }
+__device__ __forceinline__ double draw_weight(float y, float top) { return isnan(y) ? 0.0 : exp(double(y - top)); }
+
 // Exclusive prefix sum of v over a block of `Threads` threads in thread
 // order (the sum of the values of the threads before); `total` gets the
 // block's sum. `warps` holds a value a warp. Each "before" is a sum, never a

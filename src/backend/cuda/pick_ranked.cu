@@ -58,18 +58,16 @@ __device__ __forceinline__ bool at_or_above(uint32_t value, int64_t id, Cut c) {
 }
 
 // A place's value in rank order (NaN as −inf, as the host ranks it).
-__device__ __forceinline__ uint32_t rank_value(float y) { return ordered_bits(isnan(y) ? -INFINITY : y); }
+__device__ __forceinline__ uint32_t rank_value(float y) { return ordered_bits(sampled_value(y)); }
 
-// The host's weight exp(y − top) (0 for a NaN), and that as a mass.
-__device__ __forceinline__ double weight(float y, float top) { return isnan(y) ? 0.0 : exp(double(y - top)); }
+// A weight (draw_weight) as a mass.
 __device__ __forceinline__ Sum mass(double w) { return Sum(llrint(w * kMassUnit)); }
 
-// A ranked row: x / temperature, and the place (and value) of its best.
+// A ranked row: x / temperature, and its best value.
 struct RankedRow {
   const float* x;
   int64_t n;
   float temperature;
-  int32_t best;
   float top;
   __device__ float at(int64_t i) const { return x[i] / temperature; }
 };
@@ -154,7 +152,7 @@ __global__ void draw_ranked_kernel(const float* x, int64_t n, const PickRule* ru
   if (!draws_ranked(rule, n)) return;
   const int32_t best = ids[row];
   const float* xr = x + row * n;
-  const RankedRow r{xr, n, rule.temperature, best, xr[best] / rule.temperature};
+  const RankedRow r{xr, n, rule.temperature, xr[best] / rule.temperature};
   if (!isfinite(r.top)) return;
   __shared__ CutScratch s;
   Cut top_k;
@@ -164,13 +162,13 @@ __global__ void draw_ranked_kernel(const float* x, int64_t n, const PickRule* ru
   Cut top_p;
   if (rule.top_p < 1.0f)
     top_p = first_reaching(
-        r, [&](int64_t i, float y, uint32_t v) { return at_or_above(v, i, top_k) ? mass(weight(y, r.top)) : Sum(0); },
+        r, [&](int64_t i, float y, uint32_t v) { return at_or_above(v, i, top_k) ? mass(draw_weight(y, r.top)) : Sum(0); },
         [&](Sum total) { return std::clamp(Sum(ceil(double(rule.top_p) * double(total))), Sum(1), total); }, s);
   // The candidates: at or above both cuts, of a weight not 0, and not below
   // min_p × the best's weight (1) unless the best.
   const auto kept = [&](int64_t i, float y, uint32_t v) {
     if (!at_or_above(v, i, top_k) || !at_or_above(v, i, top_p)) return Sum(0);
-    const double w = weight(y, r.top);
+    const double w = draw_weight(y, r.top);
     return w == 0.0 || (i != best && w < rule.min_p) ? Sum(0) : mass(w);
   };
   // The first candidate whose running sum passes uniform × the candidates' sum.

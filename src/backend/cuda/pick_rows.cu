@@ -54,7 +54,7 @@ __global__ void argmax_spans_kernel(const float* x, int64_t n, int64_t span, con
 #pragma unroll 4
     for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
       const float y = xr[i] / t;
-      best = max(best, pick_key(isnan(y) ? -INFINITY : y, i));
+      best = max(best, pick_key(sampled_value(y), i));
     }
   }
   __shared__ uint64_t warps[kThreads / 32];
@@ -106,11 +106,9 @@ __device__ DrawnRow drawn_row(const float* x, int64_t n, int64_t row, const Pick
   return d;
 }
 
-// The weight exp(x / t − top) at place i, in double (the host's exp_weights;
-// 0 for a NaN, which the host takes as −inf).
+// The weight exp(x / t − top) at place i (draw_weight).
 __device__ __forceinline__ double weight_at(const DrawnRow& d, int64_t i) {
-  const float y = d.x[id_at(i, d.best)] / d.rule.temperature;
-  return isnan(y) ? 0.0 : exp(double(y - d.top));
+  return draw_weight(d.x[id_at(i, d.best)] / d.rule.temperature, d.top);
 }
 
 // What a span of a sampled row holds: its weights exp(x / t − max) summed,
