@@ -26,7 +26,6 @@
 // its loads run on across the end of a tile into the next, and the warps'
 // sums of a tile meet in shared memory (double-buffered: one barrier a tile).
 #include <algorithm>
-#include <atomic>
 #include <type_traits>
 
 #include "backend/cuda/affine_launch.h"
@@ -330,32 +329,13 @@ void CudaBackend::affine_direct_gemv(const float* x, int64_t M, int64_t K,
         " bytes of shared memory; got ", M, " rows of K ", K, " at ", q.bits, " bits in groups of ", q.group_size);
   check(K % q.group_size == 0, "matmul: the direct quantized GEMV takes whole groups, got K ", K, " in groups of ",
         q.group_size);
-  Launch args{};
-  for (const MatmulTarget* t : targets) {
-    const AffineQuant& tq = t->w->affine_quant();
-    check(tq.bits == q.bits && tq.group_size == q.group_size && tq.scales.dtype() == q.scales.dtype() &&
-              args.count < affine::kOutputs,
-          "matmul: one direct GEMV launch takes up to ", affine::kOutputs,
-          " outputs of one code width, group and dtype of scales");
-    const int64_t params = t->w->dim(0) * (K / tq.group_size);  // their indices are 32 bits (TileSource)
-    check(params <= int64_t(UINT32_MAX), "matmul: the direct GEMV takes up to 2^32 groups, got ", params);
-    affine::add_output(args, *t, kTileRows);
-  }
+  const Launch args = affine::gather_outputs(targets, K, kTileRows, "direct");
   const int64_t tiles = args.first_block[args.count];
   const auto go = [&]<int Bits, int G, bool Bf16Params>(std::integral_constant<int, Bits>, std::integral_constant<int, G>,
                                                         std::bool_constant<Bf16Params>) {
-    const auto kernel = affine_direct_gemv_kernel<Bits, G, Bf16Params>;
+    constexpr auto kernel = affine_direct_gemv_kernel<Bits, G, Bf16Params>;
     const size_t bytes = size_t(SharedLayout<Bits>(K, K / G, int(M)).bytes);
-    // Past 48 KiB a kernel must ask for its shared memory, once on each device.
-    // (Set before the flag: a launch on another thread that sees the flag
-    // finds the attribute set; two that both set it set the same value.)
-    static std::atomic<bool> asked[64];
-    std::atomic<bool>& done = asked[ctx_->device % 64];
-    if (!done.load(std::memory_order_acquire)) {
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSharedBytes)),
-                 "matmul: quantized gemv (direct)");
-      done.store(true, std::memory_order_release);
-    }
+    affine::allow_shared_bytes<kernel>(ctx_->device, kMaxSharedBytes, "matmul: quantized gemv (direct)");
     const dim3 grid(unsigned(std::min<int64_t>(tiles, int64_t(kBlocksPerSm) * ctx_->sm_count)));
     launch("matmul: quantized gemv (direct)", kernel, grid, dim3(32 * kWarps), bytes, args, x, int(M), K);
   };

@@ -4,12 +4,15 @@
 // are stored and loaded, codes loaded past L1, and the outputs of one launch
 // (q/k/v or gate/up of one x), each a run of blocks. Device code: for .cu
 // files only.
+#include <atomic>
 #include <cstdint>
+#include <span>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 
 namespace fathom::cuda::affine {
@@ -114,6 +117,39 @@ inline void add_output(Launch& l, const Backend::MatmulTarget& t, int64_t per_bl
                     q.group_size,          t.bias ? t.bias->data<float>() : nullptr, t.y->data<float>(), n};
   l.first_block[l.count + 1] = l.first_block[l.count] + (n + per_block - 1) / per_block;
   ++l.count;
+}
+
+// The outputs of one launch of the GEMVs that load codes into registers
+// (`gemv` names which, for errors), in tiles of `per_block` rows: of one
+// code width, group and dtype of scales, with group indices that fit the 32
+// bits those kernels keep.
+inline Launch gather_outputs(std::span<const Backend::MatmulTarget* const> targets, int64_t K, int64_t per_block,
+                             const char* gemv) {
+  const AffineQuant& q = targets.front()->w->affine_quant();
+  Launch l{};
+  for (const Backend::MatmulTarget* t : targets) {
+    const AffineQuant& tq = t->w->affine_quant();
+    check(tq.bits == q.bits && tq.group_size == q.group_size && tq.scales.dtype() == q.scales.dtype() &&
+              l.count < kOutputs,
+          "matmul: one ", gemv, " GEMV launch takes up to ", kOutputs,
+          " outputs of one code width, group and dtype of scales");
+    const int64_t params = t->w->dim(0) * (K / tq.group_size);
+    check(params <= int64_t(UINT32_MAX), "matmul: the ", gemv, " GEMV takes up to 2^32 groups, got ", params);
+    add_output(l, *t, per_block);
+  }
+  return l;
+}
+
+// Past 48 KiB a kernel must ask for its shared memory, once on each device.
+// (Set before the flag: a launch on another thread that sees the flag finds
+// the attribute set; two that both set it set the same value.)
+template <auto Kernel>
+void allow_shared_bytes(int device, int64_t bytes, const char* op) {
+  static std::atomic<bool> asked[64];
+  std::atomic<bool>& done = asked[device % 64];
+  if (done.load(std::memory_order_acquire)) return;
+  check_cuda(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), op);
+  done.store(true, std::memory_order_release);
 }
 
 // The output that block (or tile) `block` computes, and the number of its

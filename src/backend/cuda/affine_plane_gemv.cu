@@ -34,7 +34,6 @@
 // x's planes are staged once a block, while the first steps' loads are in
 // flight.
 #include <algorithm>
-#include <atomic>
 #include <type_traits>
 
 #include "backend/cuda/affine_launch.h"
@@ -447,33 +446,13 @@ void CudaBackend::affine_plane_gemv(const float* x, int64_t M, int64_t K,
   check(affine_plane_suits(M, K, q.bits, q.group_size), "matmul: the integer quantized GEMV takes one row of x over",
         " 4- or 8-bit codes in groups of 32, 64 or 128 whose x fits ", kMaxSharedBytes,
         " bytes of shared memory; got ", M, " rows of K ", K, " at ", q.bits, " bits in groups of ", q.group_size);
-  Launch args{};
-  for (const MatmulTarget* t : targets) {
-    const AffineQuant& tq = t->w->affine_quant();
-    check(tq.bits == q.bits && tq.group_size == q.group_size && tq.scales.dtype() == q.scales.dtype() &&
-              args.count < affine::kOutputs,
-          "matmul: one integer GEMV launch takes up to ", affine::kOutputs,
-          " outputs of one code width, group and dtype of scales");
-    const int64_t params = t->w->dim(0) * (K / tq.group_size);  // their indices are 32 bits (TileSource)
-    check(params <= int64_t(UINT32_MAX), "matmul: the integer GEMV takes up to 2^32 groups, got ", params);
-    affine::add_output(args, *t, kTileRows);
-  }
+  const Launch args = affine::gather_outputs(targets, K, kTileRows, "integer");
   const int64_t tiles = args.first_block[args.count];
   with_shape(q.bits, q.group_size, [&](auto b, auto g) {
     constexpr int Bits = decltype(b)::value, G = decltype(g)::value;
     const auto go = [&]<bool Bf16Params>(std::bool_constant<Bf16Params>) {
-      const auto kernel = affine_plane_gemv_kernel<Bits, G, Bf16Params>;
-      // Past 48 KiB a kernel must ask for its shared memory, once on each
-      // device. (Set before the flag: a launch on another thread that sees
-      // the flag finds the attribute set; two that both set it set the same
-      // value.)
-      static std::atomic<bool> asked[64];
-      std::atomic<bool>& done = asked[ctx_->device % 64];
-      if (!done.load(std::memory_order_acquire)) {
-        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSharedBytes)),
-                   "matmul: quantized gemv (integer)");
-        done.store(true, std::memory_order_release);
-      }
+      constexpr auto kernel = affine_plane_gemv_kernel<Bits, G, Bf16Params>;
+      affine::allow_shared_bytes<kernel>(ctx_->device, kMaxSharedBytes, "matmul: quantized gemv (integer)");
       const dim3 grid(unsigned(std::min<int64_t>(tiles, int64_t(kBlocksPerSm) * ctx_->sm_count)));
       launch("matmul: quantized gemv (integer)", kernel, grid, dim3(32 * kWarps), size_t(shared_bytes<Bits, G>(K)),
              args, x, K);
