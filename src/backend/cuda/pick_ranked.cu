@@ -75,7 +75,6 @@ __device__ __forceinline__ Sum mass(double w) { return Sum(llrint(w * kMassUnit)
 // best value, and the block's part [begin, end).
 struct RankedRow {
   const float* x;
-  int64_t n;
   float temperature;
   float top;
   int64_t begin, end;
@@ -221,7 +220,7 @@ __global__ void FATHOM_ROW_CLUSTER __launch_bounds__(kThreads)
   const int32_t best = ids[row];
   const float* xr = x + row * n;
   const int64_t span = (n + blocks.size() - 1) / blocks.size(), begin = std::min(n, span * blocks.rank());
-  const RankedRow r{xr, n, rule.temperature, xr[best] / rule.temperature, begin, std::min(n, begin + span)};
+  const RankedRow r{xr, rule.temperature, xr[best] / rule.temperature, begin, std::min(n, begin + span)};
   if (!isfinite(r.top)) return;
   __shared__ CutScratch s;
   Cut top_k;
