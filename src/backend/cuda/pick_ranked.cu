@@ -30,12 +30,13 @@
 // runs, on an H200 (ncu, the op suite's 18 rows of each length, degenerate
 // rows among them): 4,097 places 560 → 215 µs, 70,001 9.06 ms → 304 µs,
 // 151,936 19.7 ms → 417 µs; rows of 1 and 7 places 31 → 129 and 42 → 187
-// µs (a cluster's syncs). The other rows' blocks return at once, so that a step's kernels
-// are the same whichever rules its rows have (its graph is replayed, not
-// captured anew).
+// µs (a cluster's syncs). The other rows' blocks return at once, so that a
+// step's kernels are the same whichever rules its rows have (its graph is
+// replayed, not captured anew).
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
@@ -254,11 +255,16 @@ void CudaBackend::draw_ranked_rows(const float* x, int64_t rows, int64_t n, std:
   for (const PickRule& r : rules)
     check(!draws_ranked(r, n) || n < kMaxRankedRow, "pick_rows: a top-k or top-p draw from rows of ", n,
           " values (at most ", kMaxRankedRow - 1, ")");
-  static const unsigned parts = [] {
+  // The kernel's cluster width is its build's for this device's GPU (a
+  // cluster on Hopper, one block on the PTX's older GPUs): read once a device.
+  static std::atomic<int> widths[64];
+  std::atomic<int>& width = widths[ctx_->device % 64];
+  if (width.load(std::memory_order_relaxed) == 0) {
     cudaFuncAttributes a{};
     check_cuda(cudaFuncGetAttributes(&a, draw_ranked_kernel), "read the ranked draw kernel's cluster size");
-    return unsigned(std::max(1, a.requiredClusterWidth));
-  }();
+    width.store(std::max(1, a.requiredClusterWidth), std::memory_order_relaxed);
+  }
+  const unsigned parts = unsigned(width.load(std::memory_order_relaxed));
   launch("pick_rows", draw_ranked_kernel, unsigned(rows * parts), kThreads, 0, x, n, dev_rules, ids);
 }
 
