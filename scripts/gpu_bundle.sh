@@ -3,7 +3,8 @@
 # the device tool carries it), built here with the CUDA backend: `tests`
 # gives gpu_tests (the op suite and the device parity tests, linked on their
 # own), `bench` gives fathom_bench (`fathom bench` alone,
-# bench/bench_only_main.cpp), `server` the whole fathom binary with the shared
+# bench/bench_only_main.cpp), `timeline` the kernel timeline library
+# (bench/kernel_timeline.cpp) and its CUPTI, `server` the whole fathom binary with the shared
 # libraries of ours it links in lib/ (set LD_LIBRARY_PATH there). That machine
 # has CUDA and cuBLAS but none of our apt packages. The device tool carries
 # 64 MiB with the tracked tree (~62 MiB, 23 MiB of it the trained model's
@@ -47,7 +48,13 @@ case "$what" in
     system='/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so|/cuda'  # that machine has these
     ldd "$build/fathom" | awk '/=> \//{print $3}' | grep -v -E "$system" |
       while read -r lib; do cp -L "$lib" "$stage/lib/"; done ;;
-  *) echo "gpu_bundle.sh: tests, bench or server, not $what" >&2; exit 1 ;;
+  timeline)  # bench/kernel_timeline.cpp, with the CUPTI it was built against
+    cuda_root=$(dirname "$(dirname "$(readlink -f /usr/local/cuda/bin/nvcc)")")
+    cupti=$(ls "$cuda_root"/lib/libcupti.so.* "$cuda_root"/extras/CUPTI/lib64/libcupti.so.* 2>/dev/null | head -1 || true)
+    g++ -O2 -std=c++20 -shared -fPIC -I"$cuda_root/include" -I"$cuda_root/extras/CUPTI/include" bench/kernel_timeline.cpp \
+      -o "$stage/libkernel_timeline.so" -L"$(dirname "$cupti")" -lcupti
+    cp -L "$cupti" "$stage/" ;;
+  *) echo "gpu_bundle.sh: tests, bench, server or timeline, not $what" >&2; exit 1 ;;
 esac
 find "$stage" -maxdepth 1 -type f -exec strip {} +  # the binaries (lib/ holds Debian's, stripped already)
 tar cf - -C "$stage" . | xz --x86 --lzma2=preset=9e,nice=273 > ".device/$name.tar.xz"
