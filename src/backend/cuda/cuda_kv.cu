@@ -497,14 +497,22 @@ attention_tiled_kernel(KvLayout l, unsigned char* const* table, const float* q, 
 // on the H200, one 8B-shape layer 29.5 → 7.2 µs at 512 keys, 57.8 → 14.6 µs
 // at 8,192; coded rows went through the per-view fallback, 2.4-3.4× slower
 // than bf16 rows at 8,192.)
+//
+// Narrow: plain rows of 128 dims take 8 loads a lane and pass instead of 16
+// where the 16 would leave the launch less than a warp a scheduler (one
+// sequence up to ~2k keys: 8 kv heads × 4 splits = 128 warps at 512 keys on
+// 132 SMs). Such a warp runs its pass alone, each instruction waiting on the
+// one before; half the keys a pass gives twice the splits and each warp half
+// the chain. (4 loads: four times the splits, a longer combine after, and
+// the next GEMV placed later; bench/RESULTS.md, thirtieth session.)
 constexpr int kDecodeWarps = 4;
 constexpr int64_t kDecodeMaxRows = 16;  // query rows a step may have to take it (decode and verify rows)
 
-template <int D, bool kCoded>
+template <int D, bool kCoded, bool Narrow>
 struct DecodeShape {
   static constexpr int kLanesPerRow = D / 8, kRowsPerLoad = 32 / kLanesPerRow;
   // Loads per lane and pass, as registers allow (a coded load carries its row's parameters too).
-  static constexpr int kLoads = D == 128 && !kCoded ? 16 : 8;
+  static constexpr int kLoads = D == 128 && !kCoded && !Narrow ? 16 : 8;
   static constexpr int kKeys = kLoads * kRowsPerLoad;  // a warp's keys per pass
   static_assert(kLoads <= kLanesPerRow, "the reduce-scatter leaves each key in at least one lane");
 };
@@ -576,12 +584,12 @@ struct CodedRows {
   }
 };
 
-template <int D, int G, class Rows>
+template <int D, int G, class Rows, bool Narrow>
 __global__ void __launch_bounds__(32 * kDecodeWarps)
 attention_decode_kernel(KvLayout l, const KvRowRef* refs, const float* q, int64_t heads, int64_t kv_heads,
                         float scale, int64_t window, int64_t splits, int64_t split_len, float* partial) {
   await_previous_kernel();
-  using S = DecodeShape<D, Rows::kCoded>;
+  using S = DecodeShape<D, Rows::kCoded, Narrow>;
   constexpr int kLanes = S::kLanesPerRow, kLoads = S::kLoads, kKeys = S::kKeys;
   constexpr int kCopies = kLanes / kLoads;  // lanes left holding each key's score
   __shared__ float warp_m[kDecodeWarps][G], warp_l[kDecodeWarps][G];
@@ -939,20 +947,27 @@ namespace {
 using DecodeKernel = void (*)(KvLayout, const KvRowRef*, const float*, int64_t, int64_t, float, int64_t, int64_t,
                               int64_t, float*);
 
+// `narrow` (plain rows of 128 dims only: the one shape it changes).
 template <class Rows>
-DecodeKernel decode_kernel_for(int64_t d, int64_t g_max) {
+DecodeKernel decode_kernel_for(int64_t d, int64_t g_max, bool narrow) {
+  if constexpr (!Rows::kCoded) {
+    if (narrow)
+      return g_max == 2 ? attention_decode_kernel<128, 2, Rows, true> : attention_decode_kernel<128, 4, Rows, true>;
+  }
   if (g_max == 2)
-    return d == 64 ? attention_decode_kernel<64, 2, Rows>
-                   : d == 128 ? attention_decode_kernel<128, 2, Rows> : attention_decode_kernel<256, 2, Rows>;
-  return d == 64 ? attention_decode_kernel<64, 4, Rows>
-                 : d == 128 ? attention_decode_kernel<128, 4, Rows> : attention_decode_kernel<256, 4, Rows>;
+    return d == 64    ? attention_decode_kernel<64, 2, Rows, false>
+           : d == 128 ? attention_decode_kernel<128, 2, Rows, false>
+                      : attention_decode_kernel<256, 2, Rows, false>;
+  return d == 64    ? attention_decode_kernel<64, 4, Rows, false>
+         : d == 128 ? attention_decode_kernel<128, 4, Rows, false>
+                    : attention_decode_kernel<256, 4, Rows, false>;
 }
 
 // A warp's keys per pass of the decode kernel.
 template <bool kCoded>
 int64_t decode_keys(int64_t d) {
-  return d == 64 ? DecodeShape<64, kCoded>::kKeys : d == 128 ? DecodeShape<128, kCoded>::kKeys
-                                                             : DecodeShape<256, kCoded>::kKeys;
+  return d == 64 ? DecodeShape<64, kCoded, false>::kKeys : d == 128 ? DecodeShape<128, kCoded, false>::kKeys
+                                                                    : DecodeShape<256, kCoded, false>::kKeys;
 }
 
 }  // namespace
@@ -974,14 +989,19 @@ void CudaBackend::attention_decode(const Tensor& q_in, std::span<const KvSegment
   const int64_t group = heads / kv.kv_heads(), g_max = group <= 2 ? 2 : 4;
   const int64_t blocks = t * kv.kv_heads() * ((group + g_max - 1) / g_max);
   const bool coded = kv.format.codec != KvFormat::Codec::plain;
-  const int64_t pass = kDecodeWarps * (coded ? decode_keys<true>(d) : decode_keys<false>(d));
+  // Narrow where the usual shape leaves less than a warp a scheduler.
+  const int64_t wide_pass = kDecodeWarps * (coded ? decode_keys<true>(d) : decode_keys<false>(d));
+  const bool narrow = !coded && d == 128 &&
+                      blocks * key_splits(blocks, keys, wide_pass, rows) * kDecodeWarps < 4 * ctx_->sm_count;
+  const int64_t pass = narrow ? kDecodeWarps * DecodeShape<128, false, true>::kKeys : wide_pass;
   const int64_t splits = key_splits(blocks, keys, pass, rows);
   const int64_t split_len = ((keys + splits - 1) / splits + pass - 1) / pass * pass;
   auto* partial = static_cast<float*>(scratch(kPartials, size_t(rows * splits * (d + 2)) * sizeof(float)));
   const dim3 grid{unsigned(blocks), unsigned(splits)};
-  const DecodeKernel kernel = !coded ? decode_kernel_for<PlainBf16Rows>(d, g_max)
-                              : kv.format.codec == KvFormat::Codec::affine ? decode_kernel_for<CodedRows<1>>(d, g_max)
-                                                                           : decode_kernel_for<CodedRows<2>>(d, g_max);
+  const DecodeKernel kernel = !coded ? decode_kernel_for<PlainBf16Rows>(d, g_max, narrow)
+                              : kv.format.codec == KvFormat::Codec::affine
+                                  ? decode_kernel_for<CodedRows<1>>(d, g_max, narrow)
+                                  : decode_kernel_for<CodedRows<2>>(d, g_max, narrow);
   launch("attention: decode rows", kernel, grid, 32 * kDecodeWarps, 0, l, refs, q, heads, kv.kv_heads(), p.scale,
          p.window.value_or(0), splits, split_len, partial);
   // Decode's splits are many and its rows few: a block a row.
