@@ -37,7 +37,9 @@ lengths = collections.Counter(len(s) for s in steps[1:])
 if not lengths:
     raise SystemExit("no step ends at a kernel named like %r" % a.marker)
 common = lengths.most_common(1)[0][0]
-chosen = [s for s in steps[1:] if len(s) == common][-a.steps:]
+# (index, step) of the last --steps steps of the common length; each charged
+# from the end of the step before it.
+chosen = [(i, s) for i, s in enumerate(steps) if i > 0 and len(s) == common][-a.steps:]
 print("%d steps of %d kernels (lengths seen: %s); the last %d taken" %
       (len(steps), common, dict(lengths.most_common(4)), len(chosen)))
 
@@ -50,14 +52,10 @@ def charges(step, before_end):
     return out
 
 
+charged = [charges(s, steps[i - 1][-1][1]) for i, s in chosen]
+step_ms = [(s[-1][1] - steps[i - 1][-1][1]) / 1e6 for i, s in chosen]
 per_name = collections.defaultdict(list)
-step_ms = []
-for i, s in enumerate(steps):
-    if s not in chosen:
-        continue
-    before = steps[i - 1][-1][1]
-    c = charges(s, before)
-    step_ms.append((s[-1][1] - before) / 1e6)
+for c in charged:
     totals = collections.defaultdict(lambda: [0, 0, 0])
     for name, gap, dur, charge in c:
         t = totals[name]
@@ -70,14 +68,12 @@ print("step: median %.3f ms from the end of the step before to the marker's end"
 print("%-60s %6s %10s %10s %9s" % ("kernel", "a step", "charged ms", "busy ms", "µs each"))
 for name, ts in sorted(per_name.items(), key=lambda kv: -statistics.median(t[1] for t in kv[1])):
     n = ts[0][0]
-    charged = statistics.median(t[1] for t in ts) / 1e6
+    total = statistics.median(t[1] for t in ts) / 1e6
     busy = statistics.median(t[2] for t in ts) / 1e6
-    print("%-60s %6d %10.3f %10.3f %9.2f" % (name, n, charged, busy, charged * 1e3 / n))
+    print("%-60s %6d %10.3f %10.3f %9.2f" % (name, n, total, busy, total * 1e3 / n))
 if a.show:
     first, last = (int(v) for v in a.show.split(":"))
-    mid = len(chosen) // 2
-    i = steps.index(chosen[mid])
-    c = charges(chosen[mid], steps[i - 1][-1][1])
+    c = charged[len(chosen) // 2]
     print("middle step, kernels %d-%d: start after the latest end before (µs; < 0: overlap), busy, charged" % (first, last))
     for k in range(first, min(last, len(c))):
         name, gap, dur, charge = c[k]
@@ -85,19 +81,15 @@ if a.show:
 
 # The step folded into one layer: kernels between one layer's `--layer`
 # kernel and the next, each slot's charge averaged over the layers.
-marks = [k for k, r in enumerate(chosen[0]) if a.layer in r[2]]
+marks = [k for k, r in enumerate(chosen[0][1]) if a.layer in r[2]]
 if len(marks) > 2:
     period = marks[1] - marks[0]
     if all(m2 - m1 == period for m1, m2 in zip(marks, marks[1:])):
         slots = collections.defaultdict(list)
-        for i, st in enumerate(steps):
-            if st not in chosen:
-                continue
-            c = charges(st, steps[i - 1][-1][1])
+        for c in charged:
             for m in marks[:-1]:
                 for j in range(period):
-                    name, gap, dur, charge = c[m + j]
-                    slots[j].append((name, gap, dur, charge))
+                    slots[j].append(c[m + j])
         print("one layer (%d kernels from %s on, %d layers): mean start gap, busy, charged µs" %
               (period, a.layer, len(marks) - 1))
         total = 0.0
