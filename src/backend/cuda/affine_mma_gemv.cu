@@ -22,6 +22,7 @@
 
 #include "backend/cuda/affine_launch.h"
 #include "backend/cuda/affine_mma.h"
+#include "backend/cuda/async_copy.h"
 #include "backend/cuda/bf16_vectors.h"
 #include "backend/cuda/cuda_backend.h"
 
@@ -50,18 +51,6 @@ struct Shape {
   static constexpr int kChunkGroups = kWords >= kWordsInFlight ? 1 : kWordsInFlight / kWords;
   static constexpr int kChunkValues = kChunkGroups * Group;
 };
-
-// Async copies, global to shared, 16 bytes a lane (none past src_bytes:
-// the rest of the 16 is filled with zeros).
-__device__ __forceinline__ void copy_async16(void* dst, const void* src, int src_bytes) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;"); }
-template <int Pending>
-__device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(Pending));
-}
 
 // A warp's ring of chunks in shared memory. A chunk is U groups of the
 // tile's 16 rows: each row's codes are kSegs 16-byte pieces, contiguous in

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "backend/cuda/async_copy.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kv_layout.h"
 
@@ -45,17 +46,6 @@ __device__ __forceinline__ void load_matrices(uint32_t r[4], const void* row) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
   }
-}
-
-// Async copies, global to shared, 16 bytes (zeros where src_bytes is 0).
-__device__ __forceinline__ void copy_async16(void* dst, const void* src, int src_bytes) {
-  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;"); }
-template <int Pending>
-__device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(Pending));
 }
 
 // A block's shared memory: two stages of key and value tiles, so that the
