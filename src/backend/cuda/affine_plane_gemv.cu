@@ -169,13 +169,17 @@ __device__ void stage_planes(const float* __restrict__ x, int64_t K, const Share
 
 // Whether a step's two groups' bf16 scales (and biases) of a row come as
 // one word: two groups a step, and rows of an even number of groups (every
-// pair then starts a word).
+// pair then starts a word). A template parameter (Pairs) of the kernel, so
+// that its loads hold no branch for rows of an odd number of groups: their
+// launches load a group at a time.
 template <int Bits, int Group, bool Bf16Params>
-constexpr bool kParamPairs = Bf16Params && Shape<Bits, Group>::kGroupsInStep == 2;
+constexpr bool pairs_possible() {
+  return Bf16Params && Shape<Bits, Group>::kGroupsInStep == 2;
+}
 
 // One step's loads: a lane's bytes of the step in rows g and g + 8, and the
 // raw bits of those rows' scales and biases of the step's groups (i: row
-// g + 8 · (i / 2), group i % 2; where kParamPairs, i = 2 · row holds both
+// g + 8 · (i / 2), group i % 2; in pairs, i = 2 · row holds both
 // groups, the first in the low half). Parameters are half a step's
 // registers or more: in pairs they hold fewer, and more bytes of codes are
 // in flight.
@@ -191,7 +195,6 @@ struct TileSource {
   const uint32_t* row[2];
   uint32_t param[2];  // index of the rows' first group's scale
   uint32_t row_words, groups;
-  bool even_groups;
   const void* scales;
   const void* biases;
   ParamType params;
@@ -204,12 +207,12 @@ struct TileSource {
       row[h] = o.codes + r * words;
       param[h] = uint32_t(r * row_groups);
     }
-    row_words = uint32_t(words), groups = uint32_t(row_groups), even_groups = row_groups % 2 == 0;
+    row_words = uint32_t(words), groups = uint32_t(row_groups);
     scales = o.scales, biases = o.biases, params = o.params;
   }
 };
 
-template <int Bits, int Group, bool Bf16Params>
+template <int Bits, int Group, bool Bf16Params, bool Pairs>
 __device__ __forceinline__ void load_step(StepLoads<Bits, Group>& s, const TileSource& src, uint32_t step, int t) {
   using S = Shape<Bits, Group>;
   // A lane's words past its row's end (a last step of one group where a
@@ -218,20 +221,12 @@ __device__ __forceinline__ void load_step(StepLoads<Bits, Group>& s, const TileS
   if (at >= src.row_words) at = 0;
   load_codes<S::kLaneWords>(src.row[0] + at, s.a);
   load_codes<S::kLaneWords>(src.row[1] + at, s.b);
-  if constexpr (kParamPairs<Bits, Group, Bf16Params>) {
+  if constexpr (Pairs) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint32_t first = src.param[h] + step * 2;
-      if (src.even_groups) {
-        s.scale[2 * h] = __ldg(static_cast<const uint32_t*>(src.scales) + first / 2);
-        s.bias[2 * h] = __ldg(static_cast<const uint32_t*>(src.biases) + first / 2);
-      } else {  // the last step of a row of an odd number of groups reads its last group twice
-        const uint32_t second = std::min(step * 2 + 1, src.groups - 1) + src.param[h];
-        const auto* sc = static_cast<const unsigned short*>(src.scales);
-        const auto* bi = static_cast<const unsigned short*>(src.biases);
-        s.scale[2 * h] = uint32_t(__ldg(sc + first)) | uint32_t(__ldg(sc + second)) << 16;
-        s.bias[2 * h] = uint32_t(__ldg(bi + first)) | uint32_t(__ldg(bi + second)) << 16;
-      }
+      const uint32_t pair = src.param[h] / 2 + step;
+      s.scale[2 * h] = __ldg(static_cast<const uint32_t*>(src.scales) + pair);
+      s.bias[2 * h] = __ldg(static_cast<const uint32_t*>(src.biases) + pair);
     }
   } else {
 #pragma unroll
@@ -248,13 +243,14 @@ __device__ __forceinline__ void load_step(StepLoads<Bits, Group>& s, const TileS
   }
 }
 
-template <int Bits, int Group, bool Bf16Params>
+template <int Bits, int Group, bool Bf16Params, bool Pairs>
 __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
     affine_plane_gemv_kernel(const __grid_constant__ Launch launch, const float* __restrict__ x, int64_t K) {
   using S = Shape<Bits, Group>;
   // Steps a lane has loaded ahead: about 64 registers of codes and
   // parameters, at least two.
-  constexpr int Ahead = std::max(2, 64 / (2 * S::kLaneWords + (kParamPairs<Bits, Group, Bf16Params> ? 4 : 8)));
+  static_assert(!Pairs || pairs_possible<Bits, Group, Bf16Params>());
+  constexpr int Ahead = std::max(2, 64 / (2 * S::kLaneWords + (Pairs ? 4 : 8)));
   extern __shared__ uint4 shared_words[];
   const SharedLayout layout(K, S::kValues, Group);
   const int64_t row_groups = K / Group, row_words = K * Bits / 32;
@@ -300,7 +296,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
       const Output& o = block_output(launch, tile_of(load_tile), first);
       src.set(o, (tile_of(load_tile) - first) * kTileRows, row_words, row_groups, g);
     }
-    load_step<Bits, Group, Bf16Params>(s, src, uint32_t(warp + load_chunk * kWarps), t);
+    load_step<Bits, Group, Bf16Params, Pairs>(s, src, uint32_t(warp + load_chunk * kWarps), t);
     if (++load_chunk == mine) load_chunk = 0, ++load_tile;
   };
   // Weights only: these loads run while the kernel before this one ends.
@@ -391,7 +387,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
           // the ring of loads in local memory.
           const bool second = group_in_step[j] != 0;
           float scale, bias;
-          if constexpr (kParamPairs<Bits, Group, Bf16Params>) {
+          if constexpr (Pairs) {
             scale = __uint_as_float(second ? s.scale[2 * h] & 0xffff0000u : s.scale[2 * h] << 16);
             bias = __uint_as_float(second ? s.bias[2 * h] & 0xffff0000u : s.bias[2 * h] << 16);
           } else {
@@ -450,15 +446,18 @@ void CudaBackend::affine_plane_gemv(const float* x, int64_t M, int64_t K,
   const int64_t tiles = args.first_block[args.count];
   with_shape(q.bits, q.group_size, [&](auto b, auto g) {
     constexpr int Bits = decltype(b)::value, G = decltype(g)::value;
-    const auto go = [&]<bool Bf16Params>(std::bool_constant<Bf16Params>) {
-      constexpr auto kernel = affine_plane_gemv_kernel<Bits, G, Bf16Params>;
+    const auto go = [&]<bool Bf16Params, bool Pairs>(std::bool_constant<Bf16Params>, std::bool_constant<Pairs>) {
+      constexpr auto kernel = affine_plane_gemv_kernel<Bits, G, Bf16Params, Pairs>;
       affine::allow_shared_bytes<kernel>(ctx_->device, kMaxSharedBytes, "matmul: quantized gemv (integer)");
       const dim3 grid(unsigned(std::min<int64_t>(tiles, int64_t(kBlocksPerSm) * ctx_->sm_count)));
       launch("matmul: quantized gemv (integer)", kernel, grid, dim3(32 * kWarps), size_t(shared_bytes<Bits, G>(K)),
              args, x, K);
     };
-    if (q.scales.dtype() == DType::bf16) go(std::true_type{});
-    else go(std::false_type{});
+    using std::false_type, std::true_type;
+    if (q.scales.dtype() != DType::bf16) return go(false_type{}, false_type{});
+    if constexpr (pairs_possible<Bits, G, true>())
+      if ((K / G) % 2 == 0) return go(true_type{}, true_type{});
+    go(true_type{}, false_type{});
   });
 }
 
