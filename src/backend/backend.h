@@ -142,6 +142,12 @@ class Backend {
   // rms_norm_rope: each head's vector of x [T, heads, head_dim] normed with w
   // [head_dim] in place, then rope (Qwen3's and Gemma's q/k norms).
   void rms_norm_rope(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin);
+  // rope_qk, rms_norm_rope_qk: the op on attention's q [T, heads, head_dim]
+  // and k [T, kv_heads, head_dim] together (one launch on a device; the
+  // results are those of the op on each).
+  void rope_qk(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin);
+  void rms_norm_rope_qk(Tensor& q, const Tensor& q_norm, Tensor& k, const Tensor& k_norm, float eps, const Tensor& cos,
+                        const Tensor& sin);
   // out = silu(gate) * up, all [rows, D] f32.
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
   // out = gelu_tanh(gate) * up, all [rows, D] f32; gelu_tanh(x) =
@@ -294,6 +300,15 @@ class Backend {
   virtual void rms_norm_rope_impl(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin) {
     rms_norm_impl(x, w, eps, x);
     rope_impl(x, cos, sin);
+  }
+  virtual void rope_qk_impl(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin) {
+    rope_impl(q, cos, sin);
+    rope_impl(k, cos, sin);
+  }
+  virtual void rms_norm_rope_qk_impl(Tensor& q, const Tensor& q_norm, Tensor& k, const Tensor& k_norm, float eps,
+                                     const Tensor& cos, const Tensor& sin) {
+    rms_norm_rope_impl(q, q_norm, eps, cos, sin);
+    rms_norm_rope_impl(k, k_norm, eps, cos, sin);
   }
 
  private:

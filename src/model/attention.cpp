@@ -58,13 +58,8 @@ void run_self_attention(Backend& b, const SelfAttention& a, const ModelConfig& c
                                        {&a.k.weight, a.k.bias ? &*a.k.bias : nullptr, &k2},
                                        {&a.v.weight, a.v.bias ? &*a.v.bias : nullptr, &v2}};
   b.matmul_shared(h, qkv, bf16);
-  if (a.q_norm) {
-    b.rms_norm_rope(s.q, *a.q_norm, float(c.rms_norm_eps), cos, sin);
-    b.rms_norm_rope(s.k, *a.k_norm, float(c.rms_norm_eps), cos, sin);
-  } else {
-    b.rope(s.q, cos, sin);
-    b.rope(s.k, cos, sin);
-  }
+  if (a.q_norm) b.rms_norm_rope_qk(s.q, *a.q_norm, s.k, *a.k_norm, float(c.rms_norm_eps), cos, sin);
+  else b.rope_qk(s.q, s.k, cos, sin);
   params.window = a.window;
   attend_segments(b, layout, layer, &s.k, &s.v, s.q, params, s.attn);
   a.o(b, s.attn.reshape({t, q_dim}), out, bf16);

@@ -611,6 +611,41 @@ TEST_P(OpSuite, RmsNormRope) {
     }
 }
 
+// rope_qk and rms_norm_rope_qk give what the single op gives on q and on k
+// (which the tests above hold to their references), bit for bit: q and k
+// of different head counts, full and partial rotary, one row and several.
+TEST_P(OpSuite, RopeQkAsEachAlone) {
+  SCOPED_TRACE(seed_note());
+  const float eps = 1e-6f;
+  for (const auto& [head_dim, half] : {std::pair<int64_t, int64_t>{128, 64}, {40, 12}})
+    for (int64_t t : kRows)
+      for (bool normed : {false, true}) {
+        const Input q = input({t, 4, head_dim}, 3.0f), k = input({t, 2, head_dim}, 3.0f);
+        const Input wq = input({head_dim}), wk = input({head_dim});
+        std::vector<float> c(size_t(t * half)), s(c.size());
+        for (size_t i = 0; i < c.size(); ++i) {
+          const float angle = uniform(-10.0f, 10.0f);
+          c[i] = std::cos(angle), s[i] = std::sin(angle);
+        }
+        const Tensor cos = upload(c, {t, half}), sin = upload(s, {t, half});
+        Tensor q_alone = upload(q.host, {t, 4, head_dim}), k_alone = upload(k.host, {t, 2, head_dim});
+        Tensor q_both = upload(q.host, {t, 4, head_dim}), k_both = upload(k.host, {t, 2, head_dim});
+        if (normed) {
+          backend_->rms_norm_rope(q_alone, wq.dev, eps, cos, sin);
+          backend_->rms_norm_rope(k_alone, wk.dev, eps, cos, sin);
+          backend_->rms_norm_rope_qk(q_both, wq.dev, k_both, wk.dev, eps, cos, sin);
+        } else {
+          backend_->rope(q_alone, cos, sin);
+          backend_->rope(k_alone, cos, sin);
+          backend_->rope_qk(q_both, k_both, cos, sin);
+        }
+        const std::string name = std::string(normed ? "rms_norm_rope_qk" : "rope_qk") + " t=" + std::to_string(t) +
+                                 " head_dim=" + std::to_string(head_dim);
+        expect_same(read(q_both), read(q_alone), name + ": q");
+        expect_same(read(k_both), read(k_alone), name + ": k");
+      }
+}
+
 TEST_P(OpSuite, RopeRejectsBadArguments) {
   SCOPED_TRACE(seed_note());
   const Input x = input({3, 2, 16});
@@ -628,6 +663,13 @@ TEST_P(OpSuite, RopeRejectsBadArguments) {
   EXPECT_THROW(backend_->rms_norm_rope(xd, w8, 1e-6f, cos, sin), Error);  // one weight per head feature
   EXPECT_THROW(backend_->rms_norm_rope(xd, w16, 1e-6f, cos_rows, sin_rows), Error);
   EXPECT_THROW(backend_->rms_norm_rope(flat, w16, 1e-6f, cos, sin), Error);
+  Tensor k = input({3, 1, 16}).dev, k_rows = input({2, 1, 16}).dev, k_wide = input({3, 1, 18}).dev;
+  EXPECT_NO_THROW(backend_->rope_qk(xd, k, cos, sin));
+  EXPECT_THROW(backend_->rope_qk(xd, k_rows, cos, sin), Error);  // k's rows differ from q's
+  EXPECT_THROW(backend_->rope_qk(xd, k_wide, cos, sin), Error);  // so does its head size
+  EXPECT_THROW(backend_->rope_qk(xd, xd, cos, sin), Error);      // q and k one tensor
+  EXPECT_THROW(backend_->rms_norm_rope_qk(xd, w16, k, w8, 1e-6f, cos, sin), Error);  // k's weight too narrow
+  EXPECT_THROW(backend_->rms_norm_rope_qk(xd, w16, k_rows, w16, 1e-6f, cos, sin), Error);
 }
 
 // ---------------------------------------------------------------------------

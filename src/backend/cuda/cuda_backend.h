@@ -71,6 +71,8 @@ struct Context {
   ~Context();
 };
 
+struct HeadRows;  // cuda_ops.cu
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device);
@@ -134,6 +136,9 @@ class CudaBackend final : public Backend {
   void gated_rms_norm_impl(Tensor& x, const Tensor& z, const Tensor& w, float eps) override;
   void add_rms_norm_impl(Tensor& x, const Tensor& y, const Tensor& w, float eps, Tensor& out) override;
   void rms_norm_rope_impl(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin) override;
+  void rope_qk_impl(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin) override;
+  void rms_norm_rope_qk_impl(Tensor& q, const Tensor& q_norm, Tensor& k, const Tensor& k_norm, float eps,
+                             const Tensor& cos, const Tensor& sin) override;
 
  private:
   // Host data an op needs on the device (ids, rows, weights, a block table):
@@ -151,6 +156,9 @@ class CudaBackend final : public Backend {
   // and the pointers suit it; false leaves the op to the general kernel.
   bool norm_rows_fast(const char* op, float* x, const float* y, const float* w, float eps, int64_t d, int64_t rows,
                       float* out);
+  // RoPE, or rms_norm then RoPE, over q's head vectors and k's in one launch (cuda_ops.cu).
+  void rope_heads(const HeadRows& x, int64_t head_dim, const Tensor& cos, const Tensor& sin);
+  void norm_rope_heads(const HeadRows& x, int64_t head_dim, float eps, const Tensor& cos, const Tensor& sin);
   // out ← act(gate) · up, four values a thread where the sizes and pointers
   // allow (x4), else one.
   void gate_mul(const char* op, void (*x4)(const float4*, const float4*, float4*, int64_t, bool),

@@ -8,6 +8,31 @@
 #include "core/error.h"
 
 namespace fathom::cuda {
+
+// Attention's q and k [T, heads, head_dim] as one set of head vectors:
+// vector `row` of q's T · q_heads, then of k's (k null: q's alone). The
+// rows, the weight of the vector's norm, and its token's index.
+struct HeadRows {
+  float* q;
+  const float* q_norm;
+  int64_t q_heads;
+  float* k;
+  const float* k_norm;
+  int64_t k_heads;
+  int64_t t;
+
+  __device__ float* at(int64_t row, int64_t head_dim, const float*& w, int64_t& token) const {
+    if (row < t * q_heads) {
+      w = q_norm, token = row / q_heads;
+      return q + row * head_dim;
+    }
+    row -= t * q_heads;
+    w = k_norm, token = row / k_heads;
+    return k + row * head_dim;
+  }
+  __host__ __device__ int64_t rows() const { return t * (q_heads + k_heads); }
+};
+
 namespace {
 
 constexpr int kThreads = 256;
@@ -100,14 +125,15 @@ __global__ void norm_rows_in_registers(float* x, const float* y, const float* w,
   }
 }
 
-// One block per head vector of x [T, heads, head_dim]: normed into shared
-// memory (head_dim floats), then rotated as rope_rows does and written back.
-__global__ void rms_norm_rope_rows(float* x, const float* w, float eps, const float* cos, const float* sin,
-                                   int64_t heads, int64_t head_dim, int64_t half) {
+// One block per head vector: normed into shared memory (head_dim floats),
+// then rotated as rope_rows does and written back.
+__global__ void rms_norm_rope_rows(HeadRows x, float eps, const float* cos, const float* sin, int64_t head_dim,
+                                   int64_t half) {
   await_previous_kernel();
   extern __shared__ float normed[];
-  float* xr = x + blockIdx.x * head_dim;
-  const int64_t ti = blockIdx.x / heads;
+  const float* w;
+  int64_t ti;
+  float* xr = x.at(blockIdx.x, head_dim, w, ti);
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) ss += xr[i] * xr[i];
   const float inv = 1.0f / sqrtf(block_sum(ss) / float(head_dim) + eps);
@@ -125,12 +151,13 @@ __global__ void rms_norm_rope_rows(float* x, const float* w, float eps, const fl
   }
 }
 
-__global__ void rope_rows(float* x, const float* cos, const float* sin, int64_t t, int64_t heads, int64_t head_dim,
-                          int64_t half) {
+__global__ void rope_rows(HeadRows x, const float* cos, const float* sin, int64_t head_dim, int64_t half) {
   await_previous_kernel();
-  GRID_STRIDE(idx, t * heads * half) {
-    const int64_t i = idx % half, row = idx / half, ti = row / heads;
-    float* v = x + row * head_dim;
+  GRID_STRIDE(idx, x.rows() * half) {
+    const int64_t i = idx % half;
+    const float* w;
+    int64_t ti;
+    float* v = x.at(idx / half, head_dim, w, ti);
     const float c = cos[ti * half + i], s = sin[ti * half + i];
     const float a = v[i], b = v[i + half];
     v[i] = a * c - b * s;
@@ -410,10 +437,17 @@ void CudaBackend::rms_norm_impl(const Tensor& x, const Tensor& w, float eps, Ten
 }
 
 void CudaBackend::rope_impl(Tensor& x, const Tensor& cos, const Tensor& sin) {
-  const int64_t n = x.dim(0) * x.dim(1) * cos.dim(1);
+  rope_heads({x.data<float>(), nullptr, x.dim(1), nullptr, nullptr, 0, x.dim(0)}, x.dim(2), cos, sin);
+}
+
+void CudaBackend::rope_qk_impl(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin) {
+  rope_heads({q.data<float>(), nullptr, q.dim(1), k.data<float>(), nullptr, k.dim(1), q.dim(0)}, q.dim(2), cos, sin);
+}
+
+void CudaBackend::rope_heads(const HeadRows& x, int64_t head_dim, const Tensor& cos, const Tensor& sin) {
+  const int64_t n = x.rows() * cos.dim(1);
   if (n == 0) return;
-  launch("rope", rope_rows, blocks(n), kThreads, 0, x.data<float>(), cos.data<float>(), sin.data<float>(), x.dim(0),
-         x.dim(1), x.dim(2), cos.dim(1));
+  launch("rope", rope_rows, blocks(n), kThreads, 0, x, cos.data<float>(), sin.data<float>(), head_dim, cos.dim(1));
 }
 
 void CudaBackend::add_rms_norm_impl(Tensor& x, const Tensor& y, const Tensor& w, float eps, Tensor& out) {
@@ -427,10 +461,22 @@ void CudaBackend::add_rms_norm_impl(Tensor& x, const Tensor& y, const Tensor& w,
 }
 
 void CudaBackend::rms_norm_rope_impl(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin) {
-  const int64_t rows = x.dim(0) * x.dim(1), head_dim = x.dim(2);
-  if (rows == 0) return;
-  launch("rms_norm_rope", rms_norm_rope_rows, unsigned(rows), row_threads(head_dim), size_t(head_dim) * 4,
-         x.data<float>(), w.data<float>(), eps, cos.data<float>(), sin.data<float>(), x.dim(1), head_dim, cos.dim(1));
+  norm_rope_heads({x.data<float>(), w.data<float>(), x.dim(1), nullptr, nullptr, 0, x.dim(0)}, x.dim(2), eps, cos,
+                  sin);
+}
+
+void CudaBackend::rms_norm_rope_qk_impl(Tensor& q, const Tensor& q_norm, Tensor& k, const Tensor& k_norm, float eps,
+                                        const Tensor& cos, const Tensor& sin) {
+  norm_rope_heads({q.data<float>(), q_norm.data<float>(), q.dim(1), k.data<float>(), k_norm.data<float>(), k.dim(1),
+                   q.dim(0)},
+                  q.dim(2), eps, cos, sin);
+}
+
+void CudaBackend::norm_rope_heads(const HeadRows& x, int64_t head_dim, float eps, const Tensor& cos,
+                                  const Tensor& sin) {
+  if (x.rows() == 0) return;
+  launch("rms_norm_rope", rms_norm_rope_rows, unsigned(x.rows()), row_threads(head_dim), size_t(head_dim) * 4, x, eps,
+         cos.data<float>(), sin.data<float>(), head_dim, cos.dim(1));
 }
 
 void CudaBackend::gate_mul(const char* op, void (*x4)(const float4*, const float4*, float4*, int64_t, bool),
