@@ -7,6 +7,8 @@
 #endif
 
 namespace fathom {
+using op_checks::check_norm_rope;
+using op_checks::check_rope;
 using op_checks::expect_f32;
 
 namespace {
@@ -57,42 +59,10 @@ void Backend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
   rms_norm_impl(x, w, eps, y);
 }
 
-namespace {
-void check_rope(const char* op, const Tensor& x, const Tensor& cos, const Tensor& sin) {
-  expect_f32(x, op, "x");
-  expect_f32(cos, op, "cos");
-  expect_f32(sin, op, "sin");
-  check(x.rank() == 3 && cos.rank() == 2 && cos.shape() == sin.shape() && cos.dim(0) == x.dim(0) &&
-            2 * cos.dim(1) <= x.dim(2),
-        op, ": x ", x.shape_string(), " and cos ", cos.shape_string(), " disagree");
-}
-void check_norm_rope(const char* op, const Tensor& x, const Tensor& w, const Tensor& cos, const Tensor& sin) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &cos, &sin}) expect_f32(*t, op, "every tensor");
-  check(x.rank() == 3 && w.rank() == 1 && w.numel() == x.dim(2), op, ": x ", x.shape_string(), " and weight ",
-        w.shape_string(), " disagree");
-  check(cos.rank() == 2 && cos.shape() == sin.shape() && cos.dim(0) == x.dim(0) && 2 * cos.dim(1) <= x.dim(2), op,
-        ": x ", x.shape_string(), " and cos ", cos.shape_string(), " disagree");
-}
-// q and k of one step: the same rows and head size.
-void check_qk(const char* op, const Tensor& q, const Tensor& k) {
-  check(q.rank() == 3 && k.rank() == 3 && q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2), op, ": q ", q.shape_string(),
-        " and k ", k.shape_string(), " disagree on rows or head size");
-  check(q.raw() != k.raw(), op, ": q and k are one tensor");
-}
-}  // namespace
-
 void Backend::rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
   const OpScope scope(profile_, "rope");
   check_rope("rope", x, cos, sin);
   rope_impl(x, cos, sin);
-}
-
-void Backend::rope_qk(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin) {
-  const OpScope scope(profile_, "rope");
-  check_rope("rope_qk", q, cos, sin);
-  check_rope("rope_qk", k, cos, sin);
-  check_qk("rope_qk", q, k);
-  rope_qk_impl(q, k, cos, sin);
 }
 
 void Backend::add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, Tensor& out) {
@@ -110,15 +80,6 @@ void Backend::rms_norm_rope(Tensor& x, const Tensor& w, float eps, const Tensor&
   const OpScope scope(profile_, "rms_norm_rope");
   check_norm_rope("rms_norm_rope", x, w, cos, sin);
   rms_norm_rope_impl(x, w, eps, cos, sin);
-}
-
-void Backend::rms_norm_rope_qk(Tensor& q, const Tensor& q_norm, Tensor& k, const Tensor& k_norm, float eps,
-                               const Tensor& cos, const Tensor& sin) {
-  const OpScope scope(profile_, "rms_norm_rope");
-  check_norm_rope("rms_norm_rope_qk", q, q_norm, cos, sin);
-  check_norm_rope("rms_norm_rope_qk", k, k_norm, cos, sin);
-  check_qk("rms_norm_rope_qk", q, k);
-  rms_norm_rope_qk_impl(q, q_norm, k, k_norm, eps, cos, sin);
 }
 
 void Backend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {

@@ -142,12 +142,6 @@ class Backend {
   // rms_norm_rope: each head's vector of x [T, heads, head_dim] normed with w
   // [head_dim] in place, then rope (Qwen3's and Gemma's q/k norms).
   void rms_norm_rope(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin);
-  // rope_qk, rms_norm_rope_qk: the op on attention's q [T, heads, head_dim]
-  // and k [T, kv_heads, head_dim] together (one launch on a device; the
-  // results are those of the op on each).
-  void rope_qk(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin);
-  void rms_norm_rope_qk(Tensor& q, const Tensor& q_norm, Tensor& k, const Tensor& k_norm, float eps, const Tensor& cos,
-                        const Tensor& sin);
   // out = silu(gate) * up, all [rows, D] f32.
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
   // out = gelu_tanh(gate) * up, all [rows, D] f32; gelu_tanh(x) =
@@ -171,6 +165,17 @@ class Backend {
   // The same for every sequence of a step: each segment's rows of k, v [T,
   // kv_heads, head_dim] go to its view at its positions.
   void kv_write(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v);
+  // A step's queries and keys turned and its keys and values stored, as one
+  // op (one launch on a device where the rows are plain): rope on q [T,
+  // heads, head_dim] and on k [T, kv_heads, head_dim] (rms_norm_rope where
+  // norms are given), then kv_write(segments, k, v). q and k are left turned.
+  struct QkNorms {
+    const Tensor* q = nullptr;  // [head_dim] each, or both null
+    const Tensor* k = nullptr;
+    float eps = 0.0f;
+  };
+  void rope_kv_write(std::span<const KvSegment> segments, Tensor& q, Tensor& k, const Tensor& v, const QkNorms& norms,
+                     const Tensor& cos, const Tensor& sin);
   // Rows [row, row + count) of the view widened to f32 k, v [count, kv_heads, head_dim].
   void kv_read(const KvView& kv, int64_t row, Tensor& k, Tensor& v);
 
@@ -301,6 +306,7 @@ class Backend {
     rms_norm_impl(x, w, eps, x);
     rope_impl(x, cos, sin);
   }
+  // rope_kv_write's parts: the op on q and on k (a device's one launch), then the write.
   virtual void rope_qk_impl(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin) {
     rope_impl(q, cos, sin);
     rope_impl(k, cos, sin);
@@ -309,6 +315,12 @@ class Backend {
                                      const Tensor& cos, const Tensor& sin) {
     rms_norm_rope_impl(q, q_norm, eps, cos, sin);
     rms_norm_rope_impl(k, k_norm, eps, cos, sin);
+  }
+  virtual void rope_kv_write_impl(std::span<const KvSegment> segments, Tensor& q, Tensor& k, const Tensor& v,
+                                  const QkNorms& norms, const Tensor& cos, const Tensor& sin) {
+    if (norms.q) rms_norm_rope_qk_impl(q, *norms.q, k, *norms.k, norms.eps, cos, sin);
+    else rope_qk_impl(q, k, cos, sin);
+    kv_write_impl(segments, k, v);
   }
 
  private:

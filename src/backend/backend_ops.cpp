@@ -62,19 +62,42 @@ void Backend::kv_write(const KvView& kv, int64_t row, const Tensor& k, const Ten
   kv_write(std::span(&whole, 1), k, v);
 }
 
-void Backend::kv_write(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v) {
-  const OpScope scope(profile_, "kv_write");
-  check(k.rank() == 3 && k.shape() == v.shape(), "kv_write: k ", k.shape_string(), " v ", v.shape_string());
+namespace {
+// The segments of a step's rows of k and v, in order, each fitting its view.
+void check_kv_segments(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v, const char* op) {
+  check(k.rank() == 3 && k.shape() == v.shape(), op, ": k ", k.shape_string(), " v ", v.shape_string());
   int64_t next_row = 0;
   for (const KvSegment& s : segments) {
-    check(s.row == next_row && s.rows >= 0 && s.row + s.rows <= k.dim(0), "kv_write: a segment of rows [", s.row,
-          ", ", s.row + s.rows, ") where row ", next_row, " was due, of k ", k.shape_string());
+    check(s.row == next_row && s.rows >= 0 && s.row + s.rows <= k.dim(0), op, ": a segment of rows [", s.row, ", ",
+          s.row + s.rows, ") where row ", next_row, " was due, of k ", k.shape_string());
     check_kv_rows(s.kv, s.first_position - s.kv.first_position, k.slice_rows(s.row, s.row + s.rows),
-                  v.slice_rows(s.row, s.row + s.rows), "kv_write");
+                  v.slice_rows(s.row, s.row + s.rows), op);
     next_row += s.rows;
   }
-  check(next_row == k.dim(0), "kv_write: segments cover ", next_row, " rows of k ", k.shape_string());
+  check(next_row == k.dim(0), op, ": segments cover ", next_row, " rows of k ", k.shape_string());
+}
+}  // namespace
+
+void Backend::kv_write(std::span<const KvSegment> segments, const Tensor& k, const Tensor& v) {
+  const OpScope scope(profile_, "kv_write");
+  check_kv_segments(segments, k, v, "kv_write");
   kv_write_impl(segments, k, v);
+}
+
+void Backend::rope_kv_write(std::span<const KvSegment> segments, Tensor& q, Tensor& k, const Tensor& v,
+                            const QkNorms& norms, const Tensor& cos, const Tensor& sin) {
+  const OpScope scope(profile_, "rope_kv_write");
+  check((norms.q == nullptr) == (norms.k == nullptr), "rope_kv_write: norms for both q and k, or for neither");
+  if (norms.q) {
+    op_checks::check_norm_rope("rope_kv_write", q, *norms.q, cos, sin);
+    op_checks::check_norm_rope("rope_kv_write", k, *norms.k, cos, sin);
+  } else {
+    op_checks::check_rope("rope_kv_write", q, cos, sin);
+    op_checks::check_rope("rope_kv_write", k, cos, sin);
+  }
+  op_checks::check_qk("rope_kv_write", q, k);
+  check_kv_segments(segments, k, v, "rope_kv_write");
+  rope_kv_write_impl(segments, q, k, v, norms, cos, sin);
 }
 
 void Backend::kv_read(const KvView& kv, int64_t row, Tensor& k, Tensor& v) {

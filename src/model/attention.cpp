@@ -26,8 +26,9 @@ AttentionScratch::AttentionScratch(Backend& b, int64_t t, const ModelConfig& c)
       v(b.empty({t, c.num_kv_heads, c.head_dim}, DType::f32)),
       attn(b.empty({t, c.num_heads, c.head_dim}, DType::f32)) {}
 
-void attend_segments(Backend& b, const StepLayout& layout, int64_t kv_layer, const Tensor* k, const Tensor* v,
-                     const Tensor& q, AttentionParams params, Tensor& out) {
+void attend_segments(Backend& b, const StepLayout& layout, int64_t kv_layer, Tensor* k, const Tensor* v, Tensor& q,
+                     AttentionParams params, Tensor& out, const QkRope* rope) {
+  check(!rope || k, "attention: keys to turn but none to write");
   // Every sequence claims its rows before any view is taken: then one write
   // and one attention serve the whole step.
   thread_local std::vector<KvSegment> segments;
@@ -44,7 +45,8 @@ void attend_segments(Backend& b, const StepLayout& layout, int64_t kv_layer, con
   for (const auto& segment : layout.segments)
     segments.push_back({segment.state->kv[size_t(kv_layer)]->view(), segment.row, segment.rows,
                         segment.first_position});
-  if (k) b.kv_write(segments, *k, *v);
+  if (rope) b.rope_kv_write(segments, q, *k, *v, rope->norms, *rope->cos, *rope->sin);
+  else if (k) b.kv_write(segments, *k, *v);
   b.attention(q, segments, params, out);
 }
 
@@ -58,10 +60,10 @@ void run_self_attention(Backend& b, const SelfAttention& a, const ModelConfig& c
                                        {&a.k.weight, a.k.bias ? &*a.k.bias : nullptr, &k2},
                                        {&a.v.weight, a.v.bias ? &*a.v.bias : nullptr, &v2}};
   b.matmul_shared(h, qkv, bf16);
-  if (a.q_norm) b.rms_norm_rope_qk(s.q, *a.q_norm, s.k, *a.k_norm, float(c.rms_norm_eps), cos, sin);
-  else b.rope_qk(s.q, s.k, cos, sin);
+  QkRope rope{&cos, &sin, {}};
+  if (a.q_norm) rope.norms = {&*a.q_norm, &*a.k_norm, float(c.rms_norm_eps)};
   params.window = a.window;
-  attend_segments(b, layout, layer, &s.k, &s.v, s.q, params, s.attn);
+  attend_segments(b, layout, layer, &s.k, &s.v, s.q, params, s.attn, &rope);
   a.o(b, s.attn.reshape({t, q_dim}), out, bf16);
 }
 

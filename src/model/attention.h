@@ -35,8 +35,15 @@ struct AttentionScratch {
 // For each sequence of the step: appends its rows of k and v (when k is not
 // null) to its state's KV layer `kv_layer`, then attends its rows of q over
 // that layer from its own first position. q, k, v, out: [rows, heads, head_dim].
-void attend_segments(Backend& b, const StepLayout& layout, int64_t kv_layer, const Tensor* k, const Tensor* v,
-                     const Tensor& q, AttentionParams params, Tensor& out);
+// With `rope`, q and k are turned first (Backend::rope_kv_write, with the
+// write), q's rows in place.
+struct QkRope {
+  const Tensor* cos;
+  const Tensor* sin;
+  Backend::QkNorms norms;
+};
+void attend_segments(Backend& b, const StepLayout& layout, int64_t kv_layer, Tensor* k, const Tensor* v, Tensor& q,
+                     AttentionParams params, Tensor& out, const QkRope* rope = nullptr);
 
 // out [t, hidden] ← o(attention(rope(q(h)), rope(k(h)), v(h))) over the step's
 // rows; each sequence appends its keys/values to its KV layer `layer`.

@@ -611,41 +611,6 @@ TEST_P(OpSuite, RmsNormRope) {
     }
 }
 
-// rope_qk and rms_norm_rope_qk give what the single op gives on q and on k
-// (which the tests above hold to their references), bit for bit: q and k
-// of different head counts, full and partial rotary, one row and several.
-TEST_P(OpSuite, RopeQkAsEachAlone) {
-  SCOPED_TRACE(seed_note());
-  const float eps = 1e-6f;
-  for (const auto& [head_dim, half] : {std::pair<int64_t, int64_t>{128, 64}, {40, 12}})
-    for (int64_t t : kRows)
-      for (bool normed : {false, true}) {
-        const Input q = input({t, 4, head_dim}, 3.0f), k = input({t, 2, head_dim}, 3.0f);
-        const Input wq = input({head_dim}), wk = input({head_dim});
-        std::vector<float> c(size_t(t * half)), s(c.size());
-        for (size_t i = 0; i < c.size(); ++i) {
-          const float angle = uniform(-10.0f, 10.0f);
-          c[i] = std::cos(angle), s[i] = std::sin(angle);
-        }
-        const Tensor cos = upload(c, {t, half}), sin = upload(s, {t, half});
-        Tensor q_alone = upload(q.host, {t, 4, head_dim}), k_alone = upload(k.host, {t, 2, head_dim});
-        Tensor q_both = upload(q.host, {t, 4, head_dim}), k_both = upload(k.host, {t, 2, head_dim});
-        if (normed) {
-          backend_->rms_norm_rope(q_alone, wq.dev, eps, cos, sin);
-          backend_->rms_norm_rope(k_alone, wk.dev, eps, cos, sin);
-          backend_->rms_norm_rope_qk(q_both, wq.dev, k_both, wk.dev, eps, cos, sin);
-        } else {
-          backend_->rope(q_alone, cos, sin);
-          backend_->rope(k_alone, cos, sin);
-          backend_->rope_qk(q_both, k_both, cos, sin);
-        }
-        const std::string name = std::string(normed ? "rms_norm_rope_qk" : "rope_qk") + " t=" + std::to_string(t) +
-                                 " head_dim=" + std::to_string(head_dim);
-        expect_same(read(q_both), read(q_alone), name + ": q");
-        expect_same(read(k_both), read(k_alone), name + ": k");
-      }
-}
-
 TEST_P(OpSuite, RopeRejectsBadArguments) {
   SCOPED_TRACE(seed_note());
   const Input x = input({3, 2, 16});
@@ -664,12 +629,25 @@ TEST_P(OpSuite, RopeRejectsBadArguments) {
   EXPECT_THROW(backend_->rms_norm_rope(xd, w16, 1e-6f, cos_rows, sin_rows), Error);
   EXPECT_THROW(backend_->rms_norm_rope(flat, w16, 1e-6f, cos, sin), Error);
   Tensor k = input({3, 1, 16}).dev, k_rows = input({2, 1, 16}).dev, k_wide = input({3, 1, 18}).dev;
-  EXPECT_NO_THROW(backend_->rope_qk(xd, k, cos, sin));
-  EXPECT_THROW(backend_->rope_qk(xd, k_rows, cos, sin), Error);  // k's rows differ from q's
-  EXPECT_THROW(backend_->rope_qk(xd, k_wide, cos, sin), Error);  // so does its head size
-  EXPECT_THROW(backend_->rope_qk(xd, xd, cos, sin), Error);      // q and k one tensor
-  EXPECT_THROW(backend_->rms_norm_rope_qk(xd, w16, k, w8, 1e-6f, cos, sin), Error);  // k's weight too narrow
-  EXPECT_THROW(backend_->rms_norm_rope_qk(xd, w16, k_rows, w16, 1e-6f, cos, sin), Error);
+  // rope_kv_write: q xd, k of 1 kv head, into a view of 4 rows of it; the
+  // segment's rows must cover k's, and q and k agree on rows and head size.
+  auto pool = std::make_shared<KvBlockPool>(4096, backend_);
+  PagedKvLayer layer(pool, LayerCodec{}.format(1, 16, DType::f32, pool->block_bytes()), 4, std::nullopt, 4, 1);
+  const Tensor v = input({3, 1, 16}).dev;
+  layer.append(input({4, 1, 16}).dev, input({4, 1, 16}).dev);
+  const KvView view = layer.view();
+  const KvSegment whole{view, 0, 3, view.first_position}, short_segment{view, 0, 2, view.first_position};
+  const auto rope_kv_write = [&](const KvSegment& s, Tensor& q, Tensor& keys, const Backend::QkNorms& norms) {
+    backend_->rope_kv_write(std::span(&s, 1), q, keys, v, norms, cos, sin);
+  };
+  EXPECT_NO_THROW(rope_kv_write(whole, xd, k, {}));
+  EXPECT_NO_THROW(rope_kv_write(whole, xd, k, {&w16, &w16, 1e-6f}));
+  EXPECT_THROW(rope_kv_write(short_segment, xd, k, {}), Error);
+  EXPECT_THROW(rope_kv_write(whole, xd, k, {&w16, nullptr, 1e-6f}), Error);  // a norm for q alone
+  EXPECT_THROW(rope_kv_write(whole, xd, k, {&w16, &w8, 1e-6f}), Error);      // k's weight too narrow
+  EXPECT_THROW(rope_kv_write(whole, xd, k_rows, {}), Error);                 // k's rows differ from q's
+  EXPECT_THROW(rope_kv_write(whole, xd, k_wide, {}), Error);                 // so does its head size
+  EXPECT_THROW(rope_kv_write(whole, xd, xd, {}), Error);                     // q and k one tensor
 }
 
 // ---------------------------------------------------------------------------
@@ -1828,6 +1806,64 @@ void OpSuite::check_kv_write_read(const LayerCodec& codec, DType plain_dtype, do
   backend_->kv_read(view, part0, k_part, v_part);
   expect_same(read(k_part), rows(ka, part0, part0 + part_count), what + ": kv_read from row " + std::to_string(part0));
   expect_same(read(v_part), rows(va, part0, part0 + part_count), what + ": kv_read from row " + std::to_string(part0));
+}
+
+// rope_kv_write gives what its ops give in turn (rope or rms_norm_rope on q
+// and on k, then kv_write), bit for bit: q and k as turned, and every row of
+// the view after; plain rows (a device's one launch) and coded ones (its
+// launch for q and k, then the write), one row and a few, q and k of other
+// head counts, with and without the norms.
+TEST_P(OpSuite, RopeKvWriteAsTheOpsInTurn) {
+  SCOPED_TRACE(seed_note());
+  const float eps = 1e-6f;
+  const int64_t heads = 4, kv_heads = 2, d = 64, half = 32, n = 9, row0 = 2;
+  for (const auto& [codec, dtype] : {std::pair{LayerCodec{}, DType::f32}, std::pair{LayerCodec{}, DType::bf16},
+                                     std::pair{LayerCodec{LayerCodec::Kind::affine, 8, 64}, DType::f32}})
+    for (int64_t t : {1, 5})
+      for (bool normed : {false, true}) {
+        auto pool = std::make_shared<KvBlockPool>(4096, backend_);
+        const KvFormat format = codec.format(kv_heads, d, dtype, pool->block_bytes());
+        const uint64_t seed = rng_();
+        PagedKvLayer apart(pool, format, n, std::nullopt, n, seed), together(pool, format, n, std::nullopt, n, seed);
+        const Input k0 = input({n, kv_heads, d}), v0 = input({n, kv_heads, d});
+        apart.append(k0.dev, v0.dev);
+        together.append(k0.dev, v0.dev);
+        const Input q = input({t, heads, d}, 3.0f), k = input({t, kv_heads, d}, 3.0f), v = input({t, kv_heads, d});
+        const Input wq = input({d}), wk = input({d});
+        std::vector<float> c(size_t(t * half)), s(c.size());
+        for (size_t i = 0; i < c.size(); ++i) {
+          const float angle = uniform(-10.0f, 10.0f);
+          c[i] = std::cos(angle), s[i] = std::sin(angle);
+        }
+        const Tensor cos = upload(c, {t, half}), sin = upload(s, {t, half});
+        Tensor q_apart = upload(q.host, {t, heads, d}), k_apart = upload(k.host, {t, kv_heads, d});
+        Tensor q_together = upload(q.host, {t, heads, d}), k_together = upload(k.host, {t, kv_heads, d});
+
+        if (normed) {
+          backend_->rms_norm_rope(q_apart, wq.dev, eps, cos, sin);
+          backend_->rms_norm_rope(k_apart, wk.dev, eps, cos, sin);
+        } else {
+          backend_->rope(q_apart, cos, sin);
+          backend_->rope(k_apart, cos, sin);
+        }
+        backend_->kv_write(apart.view(), row0, k_apart, v.dev);
+        const KvView view = together.view();
+        const KvSegment segment{view, 0, t, view.first_position + row0};
+        Backend::QkNorms norms;
+        if (normed) norms = {&wq.dev, &wk.dev, eps};
+        backend_->rope_kv_write(std::span(&segment, 1), q_together, k_together, v.dev, norms, cos, sin);
+
+        const std::string name = codec.label() + " " + dtype_name(dtype) + " t=" + std::to_string(t) +
+                                 (normed ? " normed" : "");
+        expect_same(read(q_together), read(q_apart), name + ": q");
+        expect_same(read(k_together), read(k_apart), name + ": k");
+        Tensor ka = out({n, kv_heads, d}), va = out({n, kv_heads, d}), kt = out({n, kv_heads, d}),
+               vt = out({n, kv_heads, d});
+        backend_->kv_read(apart.view(), 0, ka, va);
+        backend_->kv_read(together.view(), 0, kt, vt);
+        expect_same(read(kt), read(ka), name + ": the view's keys");
+        expect_same(read(vt), read(va), name + ": the view's values");
+      }
 }
 
 TEST_P(OpSuite, KvWriteRead) {

@@ -139,6 +139,8 @@ class CudaBackend final : public Backend {
   void rope_qk_impl(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin) override;
   void rms_norm_rope_qk_impl(Tensor& q, const Tensor& q_norm, Tensor& k, const Tensor& k_norm, float eps,
                              const Tensor& cos, const Tensor& sin) override;
+  void rope_kv_write_impl(std::span<const KvSegment> segments, Tensor& q, Tensor& k, const Tensor& v,
+                          const QkNorms& norms, const Tensor& cos, const Tensor& sin) override;
 
  private:
   // Host data an op needs on the device (ids, rows, weights, a block table):

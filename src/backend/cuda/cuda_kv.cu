@@ -6,6 +6,7 @@
 
 #include "backend/cuda/bf16_vectors.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/head_rows.h"
 #include "backend/cuda/kv_layout.h"
 #include "core/error.h"
 
@@ -96,6 +97,38 @@ __global__ void kv_write_plain_kernel(KvLayout l, const KvRowRef* refs, int64_t 
   const __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
   reinterpret_cast<uint2*>(dst)[c] =
       make_uint2(reinterpret_cast<const uint32_t&>(lo), reinterpret_cast<const uint32_t&>(hi));
+}
+
+// rope_kv_write over plain rows: a block per head vector of q (turned in
+// place), of k (turned in place, then written to its row of the view) and
+// of v (written), in that order; the norms where given. The arithmetic of
+// rms_norm_rope_rows / rope_rows (cuda_ops.cu) and kv_write_plain_kernel.
+__global__ void rope_kv_write_plain_kernel(HeadRows x, const float* v, KvLayout l, const KvRowRef* refs, float eps,
+                                           const float* cos, const float* sin, int64_t half) {
+  await_previous_kernel();
+  extern __shared__ float normed[];
+  const int64_t d = l.head_dim, turned = x.rows(), first_k = x.t * x.q_heads;
+  float* row;
+  int64_t r;  // row of k or v
+  int which;
+  if (blockIdx.x < turned) {
+    const float* w;
+    int64_t ti;
+    row = x.at(blockIdx.x, d, w, ti);
+    norm_rope_head(row, w, eps, cos, sin, ti, d, half, normed);
+    if (blockIdx.x < first_k) return;
+    r = blockIdx.x - first_k, which = 0;
+  } else {
+    r = blockIdx.x - turned, which = 1;
+    row = const_cast<float*>(v) + r * d;
+  }
+  // Each thread stores the values it turned (norm_rope_head's order of i).
+  const KvRowRef s = refs[r / x.k_heads];
+  unsigned char* dst = row_ptr(l, row_ref(l, s, s.position - s.first_position), which, r % x.k_heads);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    if (l.bf16) reinterpret_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16_rn(row[i]);
+    else reinterpret_cast<float*>(dst)[i] = row[i];
+  }
 }
 
 // Kernels that spread a row over lanes give each of a row's D / 8 lanes 8
@@ -922,6 +955,24 @@ void CudaBackend::kv_write_impl(std::span<const KvSegment> segments, const Tenso
   for (const KvSegment& s : segments)
     kv_rows_impl(s.kv, s.first_position - s.kv.first_position, k.slice_rows(s.row, s.row + s.rows),
                  v.slice_rows(s.row, s.row + s.rows), true);
+}
+
+void CudaBackend::rope_kv_write_impl(std::span<const KvSegment> segments, Tensor& q, Tensor& k, const Tensor& v,
+                                     const QkNorms& norms, const Tensor& cos, const Tensor& sin) {
+  const int64_t count = k.dim(0);
+  if (count == 0) return;
+  const KvFormat& f = segments.front().kv.format;
+  const bool plain = f.codec == KvFormat::Codec::plain && f.head_dim <= kMaxHeadDim &&
+                     std::all_of(segments.begin(), segments.end(), [&](const KvSegment& s) { return s.kv.format == f; });
+  if (!plain) return Backend::rope_kv_write_impl(segments, q, k, v, norms, cos, sin);
+  KvLayout l = layout_of(segments.front().kv);
+  l.row_offset = l.first_position = l.length = 0;  // each row's come with its ref
+  const KvRowRef* refs = stage_rows(segments);
+  const HeadRows x{q.data<float>(), norms.q ? norms.q->data<float>() : nullptr, q.dim(1), k.data<float>(),
+                   norms.k ? norms.k->data<float>() : nullptr, k.dim(1), count};
+  const int64_t d = f.head_dim, threads = std::min<int64_t>(1024, (d + 31) / 32 * 32);
+  launch("rope_kv_write", rope_kv_write_plain_kernel, unsigned(x.rows() + count * k.dim(1)), unsigned(threads),
+         size_t(d) * 4, x, v.data<float>(), l, refs, norms.eps, cos.data<float>(), sin.data<float>(), cos.dim(1));
 }
 
 void CudaBackend::kv_read_impl(const KvView& kv, int64_t row, Tensor& k, Tensor& v) { kv_rows_impl(kv, row, k, v, false); }

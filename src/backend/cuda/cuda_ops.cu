@@ -5,33 +5,10 @@
 
 #include "backend/cuda/activations.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/head_rows.h"
 #include "core/error.h"
 
 namespace fathom::cuda {
-
-// Attention's q and k [T, heads, head_dim] as one set of head vectors:
-// vector `row` of q's T · q_heads, then of k's (k null: q's alone). The
-// rows, the weight of the vector's norm, and its token's index.
-struct HeadRows {
-  float* q;
-  const float* q_norm;
-  int64_t q_heads;
-  float* k;
-  const float* k_norm;
-  int64_t k_heads;
-  int64_t t;
-
-  __device__ float* at(int64_t row, int64_t head_dim, const float*& w, int64_t& token) const {
-    if (row < t * q_heads) {
-      w = q_norm, token = row / q_heads;
-      return q + row * head_dim;
-    }
-    row -= t * q_heads;
-    w = k_norm, token = row / k_heads;
-    return k + row * head_dim;
-  }
-  __host__ __device__ int64_t rows() const { return t * (q_heads + k_heads); }
-};
 
 namespace {
 
@@ -41,20 +18,6 @@ int blocks(int64_t n) { return int(std::max<int64_t>(1, std::min<int64_t>((n + k
 
 #define GRID_STRIDE(i, n) \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
-
-
-// Sum over the block (blockDim.x a multiple of 32, at most 1024).
-__device__ float block_sum(float v) {
-  __shared__ float partial[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();  // partial may still be read from a previous call
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < int(blockDim.x / 32); ++w) total += partial[w];
-  return total;
-}
 
 __global__ void rms_norm_rows(const float* x, const float* w, float eps, int64_t d, float* y) {
   await_previous_kernel();
@@ -134,21 +97,7 @@ __global__ void rms_norm_rope_rows(HeadRows x, float eps, const float* cos, cons
   const float* w;
   int64_t ti;
   float* xr = x.at(blockIdx.x, head_dim, w, ti);
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) ss += xr[i] * xr[i];
-  const float inv = 1.0f / sqrtf(block_sum(ss) / float(head_dim) + eps);
-  for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) normed[i] = w[i] * (xr[i] * inv);
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) {
-    if (i >= 2 * half) {
-      xr[i] = normed[i];
-      continue;
-    }
-    const int64_t j = i < half ? i : i - half;
-    const float c = cos[ti * half + j], s = sin[ti * half + j];
-    const float a = normed[j], b = normed[j + half];
-    xr[i] = i < half ? a * c - b * s : b * c + a * s;
-  }
+  norm_rope_head(xr, w, eps, cos, sin, ti, head_dim, half, normed);
 }
 
 __global__ void rope_rows(HeadRows x, const float* cos, const float* sin, int64_t head_dim, int64_t half) {

@@ -65,8 +65,8 @@ void run_gated_attention(Backend& b, const GatedAttention& a, const ModelConfig&
   Tensor q_rows = s.base.q.reshape({t * heads, hd}), gate_rows = s.gate.reshape({t * heads, hd});
   b.copy_columns(per_head, 0, q_rows, 0, hd);
   b.copy_columns(per_head, hd, gate_rows, 0, hd);
-  b.rms_norm_rope_qk(s.base.q, a.q_norm, s.base.k, a.k_norm, float(c.rms_norm_eps), cos, sin);
-  attend_segments(b, layout, layer, &s.base.k, &s.base.v, s.base.q, params, s.base.attn);
+  const QkRope rope{&cos, &sin, {&a.q_norm, &a.k_norm, float(c.rms_norm_eps)}};
+  attend_segments(b, layout, layer, &s.base.k, &s.base.v, s.base.q, params, s.base.attn, &rope);
   b.sigmoid_mul(s.base.attn, s.gate);
   a.o(b, s.base.attn.reshape({t, q_dim}), out, bf16);
 }
