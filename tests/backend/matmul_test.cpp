@@ -76,9 +76,10 @@ TEST(Matmul, FastKernelsMatchReference) {
           run_case(cpu::kernels_for(isa).matmul, cpu::isa_name(isa), s, w, bf16_inputs, rng);
 }
 
-// Rows 16–530 (whole tile blocks of 32, a lone block of 16, a tail the GEMV
-// takes, past the 512-row block), K across the 512 block and not a multiple of 32 (the AVX-512 kernel
-// takes it), columns split at a multiple of 16 with a tail of a few.
+// Rows 16–530 (16: the GEMV's, as a decode-sized step; whole tile blocks of
+// 32, a lone block of 16 and a row the GEMV takes, past the 512-row block),
+// K across the 512 block and not a multiple of 32 (the AVX-512 kernel takes
+// it), columns split at a multiple of 16 with a tail of a few.
 const Shape kAmxShapes[] = {{16, 32, 16}, {17, 64, 40}, {32, 544, 64}, {33, 1056, 100}, {48, 96, 32},
                             {100, 512, 70}, {64, 48, 48}, {40, 1088, 36}, {530, 64, 32}};
 
@@ -164,7 +165,10 @@ TEST(Matmul, SmallStepsAreBatchInvariant) {
   for (const DType wdt : {DType::f32, DType::bf16})
     for (bool bf16 : {false, true})
       for (int64_t m = 1; m <= 16; ++m) {
-        const int64_t k = 200 + int64_t(rng() % 100), n = 13 + int64_t(rng() % 40);  // tails in K and N
+        // Tails in N; in K for odd m, and whole 32-value steps for even m
+        // (where an AMX machine's tiles would take K, 16 rows included).
+        const int64_t k = m % 2 ? 200 + int64_t(rng() % 100) : 32 * (7 + int64_t(rng() % 3));
+        const int64_t n = 13 + int64_t(rng() % 40);
         Tensor x = random_tensor({m, k}, DType::f32, rng);
         Tensor w = random_tensor({n, k}, wdt, rng, 0.1f), bias = random_tensor({n}, DType::f32, rng);
         Tensor y = Tensor::empty({m, n}, DType::f32), one = Tensor::empty({1, n}, DType::f32);

@@ -11,11 +11,11 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernels.h"
 
 namespace fathom::cpu {
 namespace {
 
-constexpr int64_t kGemvMaxRows = 16;
 constexpr int64_t kPanelBytes = 128 << 10;  // one thread's widened weight rows: L2-resident
 
 int64_t panel_rows(int64_t K) {

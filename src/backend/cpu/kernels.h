@@ -24,13 +24,19 @@ struct MatmulArgs {
 // Computes output columns [n0, n1) for every row. Threads split N.
 using MatmulSlice = void (*)(const MatmulArgs&, int64_t n0, int64_t n1);
 
+// Steps of up to this many rows (decode, speculative verify: the pending
+// token and up to 15 drafts, small batches) take every kernel set's per-row
+// GEMV: each row gets the bits it gets alone, whichever rows share the step.
+inline constexpr int64_t kGemvMaxRows = 16;
+
 void matmul_slice_reference(const MatmulArgs& a, int64_t n0, int64_t n1);
 void matmul_slice_avx2(const MatmulArgs& a, int64_t n0, int64_t n1);
 void matmul_slice_avx512(const MatmulArgs& a, int64_t n0, int64_t n1);
-// AVX-512 plus AMX-BF16 tiles for prefill (bf16 x and w, ≥ 16 rows): only
-// where amx_bf16_available(). The tests also run the same kernel with the tile
-// instructions emulated (tests/backend/amx_emulated_tiles.cpp), so any AVX-512
-// machine checks its layout.
+// AVX-512 plus AMX-BF16 tiles for prefill (bf16 x and w, more than
+// kGemvMaxRows rows): only where amx_bf16_available(). The tests also run the
+// same kernel with the tile instructions emulated
+// (tests/backend/amx_emulated_tiles.cpp), so any AVX-512 machine checks its
+// layout.
 void matmul_slice_amx(const MatmulArgs& a, int64_t n0, int64_t n1);
 
 // y[M, N] = x[M, K] · w[K, N] with w's rows ldw apart (f32 or bf16); used by
