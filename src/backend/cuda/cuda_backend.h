@@ -71,7 +71,7 @@ struct Context {
   ~Context();
 };
 
-struct HeadRows;  // cuda_ops.cu
+struct HeadRows;  // head_rows.h
 
 class CudaBackend final : public Backend {
  public:

@@ -9,7 +9,6 @@
 #include "core/error.h"
 
 namespace fathom::cuda {
-
 namespace {
 
 constexpr int kThreads = 256;
