@@ -970,8 +970,8 @@ void CudaBackend::rope_kv_write_impl(std::span<const KvSegment> segments, Tensor
   const KvRowRef* refs = stage_rows(segments);
   const HeadRows x{q.data<float>(), norms.q ? norms.q->data<float>() : nullptr, q.dim(1), k.data<float>(),
                    norms.k ? norms.k->data<float>() : nullptr, k.dim(1), count};
-  const int64_t d = f.head_dim, threads = std::min<int64_t>(1024, (d + 31) / 32 * 32);
-  launch("rope_kv_write", rope_kv_write_plain_kernel, unsigned(x.rows() + count * k.dim(1)), unsigned(threads),
+  const int64_t d = f.head_dim;
+  launch("rope_kv_write", rope_kv_write_plain_kernel, unsigned(x.rows() + count * k.dim(1)), unsigned(row_threads(d)),
          size_t(d) * 4, x, v.data<float>(), l, refs, norms.eps, cos.data<float>(), sin.data<float>(), cos.dim(1));
 }
 

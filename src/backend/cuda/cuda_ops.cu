@@ -350,8 +350,6 @@ __global__ void gated_rms_norm_rows(float* x, const float* z, const float* w, fl
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) xr[i] = w[i] * (xr[i] * inv) * siluf(zr[i]);
 }
 
-int row_threads(int64_t d) { return int(std::min<int64_t>(1024, std::max<int64_t>(32, (d + 31) / 32 * 32))); }
-
 }  // namespace
 
 // Rows of up to 16,384 floats, a multiple of 4, on aligned rows go through

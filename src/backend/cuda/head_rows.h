@@ -1,8 +1,9 @@
 #pragma once
 // What the kernels that turn attention's heads share (cuda_ops.cu's RoPE,
 // cuda_kv.cu's RoPE with the KV write): q and k as one set of head
-// vectors, a block's sum, and one head vector normed and turned by a block.
-// Device code: for .cu files only.
+// vectors, a block's sum, a block's threads for a row, and one head vector
+// normed and turned by a block. Device code: for .cu files only.
+#include <algorithm>
 #include <cstdint>
 
 namespace fathom::cuda {
@@ -30,6 +31,9 @@ struct HeadRows {
   }
   __host__ __device__ int64_t rows() const { return t * (q_heads + k_heads); }
 };
+
+// Threads of a block that takes a row of d values (block_sum's limits).
+inline int row_threads(int64_t d) { return int(std::min<int64_t>(1024, std::max<int64_t>(32, (d + 31) / 32 * 32))); }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024).
 __device__ inline float block_sum(float v) {
