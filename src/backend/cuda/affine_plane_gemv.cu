@@ -26,13 +26,15 @@
 // a k16 one. (Two rows of x, three planes each, would leave room for one
 // group a step: measured slower than those kernels, bench/RESULTS.md.)
 //
-// A block is 8 warps on one tile of 16 rows at a time; the grid is as many
-// blocks as are resident, each going through tiles in turn. In a tile, warp
+// A crew is 8 warps on one tile of 16 rows at a time; the grid is as many
+// crews as are resident, each going through tiles in turn. In a tile, warp
 // w takes steps w, w + 8, ...; its loads run several steps ahead in
 // registers, on across the end of a tile into the next, and the warps' sums
-// of a tile meet in shared memory (double-buffered: one barrier a tile).
-// x's planes are staged once a block, while the first steps' loads are in
-// flight.
+// of a tile meet in shared memory (double-buffered: one barrier of the crew
+// a tile). A block is two crews, one block a multiprocessor, and its 16
+// warps stage x's planes once for both, while the first steps' loads are
+// in flight: against two blocks of one crew, half the passes a thread and
+// half the staging a multiprocessor.
 #include <algorithm>
 #include <type_traits>
 
@@ -53,11 +55,12 @@ using affine::param_float;
 using affine::ParamType;
 
 constexpr int kTileRows = 16;  // weight rows per tile: the mma's M
-constexpr int kWarps = 8;
+constexpr int kWarps = 8;       // a crew's
+constexpr int kCrews = 2;       // a block's
+constexpr int kCrewThreads = 32 * kWarps;
 constexpr int kPlanes = 3;
-constexpr int kBlocksPerSm = 2;
 // 228 KiB of shared memory on Hopper, 1 KiB of it reserved a block.
-constexpr int64_t kMaxSharedBytes = 228 * 1024 / kBlocksPerSm - 1024;
+constexpr int64_t kMaxSharedBytes = 228 * 1024 - 1024;
 
 template <int Bits, int Group>
 struct Shape {
@@ -72,19 +75,33 @@ struct Shape {
   static constexpr int kLaneValues = kValues / 4;  // a lane's k of a step: 8 a mma
 };
 
+// What each step of x contributes to the sums, beside its planes: for each
+// column n of C the unit its integers count (2^-s · 2^(8p) of its group and
+// plane, 0 for a column past the step's groups), and for each lane t the Σ x
+// of group t (0 past the step's groups), which the lane's bias term weighs.
+// A lane reads its two columns' units and its Σ x at fixed offsets, so that
+// no per-lane index into the step's groups is kept or recomputed.
+struct StepRecord {
+  float unit[8];
+  float sum_x[4];
+};
+
 // What a launch's shared memory holds: x's planes (each K rounded up to
-// whole steps, 16 bytes more so that planes fall on other banks), then per
-// group of x 2^-s and Σ x (float2), then the warps' sums of a tile (two
-// buffers).
+// whole steps, 16 bytes more so that planes fall on other banks), a step
+// record per step, a lane's bytes of B in a step as zeros (the B of lanes
+// whose columns or k take none of x), then each crew's warps' sums of a
+// tile (two buffers).
 struct SharedLayout {
-  int64_t plane_stride, groups_padded, blocks_at, partial_at, bytes;
+  int64_t plane_stride, groups_padded, records_at, zeros_at, zero_bytes, partial_at, bytes;
   __host__ __device__ SharedLayout(int64_t K, int values, int group) {
     const int64_t padded = (K + values - 1) / values * values;
     plane_stride = padded + 16;
     groups_padded = padded / group;
-    blocks_at = (kPlanes * plane_stride + 15) / 16 * 16;
-    partial_at = blocks_at + groups_padded * 8;
-    bytes = partial_at + 2 * kWarps * kTileRows * 8 * 4;
+    records_at = (kPlanes * plane_stride + 15) / 16 * 16;
+    zeros_at = records_at + padded / values * int64_t(sizeof(StepRecord));
+    zero_bytes = values / 4;
+    partial_at = zeros_at + zero_bytes;
+    bytes = partial_at + kCrews * 2 * kWarps * kTileRows * 8 * 4;
   }
 };
 
@@ -99,13 +116,13 @@ __device__ __forceinline__ uint32_t pack_bytes(int a, int b, int c, int d) {
 // x into planes, a thread 8 values a pass: rounded to bf16, each
 // group's largest found by shuffles among its lanes (Group / 8 of them,
 // neighbours in one warp), digits stored where the lanes of B read them,
-// and 2^-s, Σ x per group beside them. Past K: zeros. A 4-bit word's values
-// meet the mma's k as its two masks take them (values 0, 2, 4, 6 in the
-// first word of B, 1, 3, 5, 7 in the second): each 8 digits are stored in
-// that order. An 8-bit word's values meet k in order.
-template <int Bits, int Group>
+// and the group's units and Σ x in its step's record. Past K: zeros. A
+// 4-bit word's values meet the mma's k as its two masks take them (values
+// 0, 2, 4, 6 in the first word of B, 1, 3, 5, 7 in the second): each 8
+// digits are stored in that order. An 8-bit word's values meet k in order.
+template <int Bits, int Group, int GroupsInStep>
 __device__ void stage_planes(const float* __restrict__ x, int64_t K, const SharedLayout& layout,
-                             unsigned char* planes, float2* blocks) {
+                             unsigned char* planes, StepRecord* records) {
   constexpr int kLanesPerGroup = Group / 8;
   const int64_t total = layout.groups_padded * Group / 8;
   // Every thread runs every pass (a group's lanes meet by shuffles); total
@@ -160,9 +177,22 @@ __device__ void stage_planes(const float* __restrict__ x, int64_t K, const Share
       for (int p = 0; p < kPlanes; ++p)
         *reinterpret_cast<uint2*>(planes + p * layout.plane_stride + u * 8) =
             uint2{words[p][0], words[p][1]};
-      if (u % kLanesPerGroup == 0)
-        blocks[u / kLanesPerGroup] =
-            make_float2(finite ? exp2_int(-half) * exp2_int(half - shift) : __int_as_float(0x7fc00000), sum);
+      if (u % kLanesPerGroup == 0) {
+        const int64_t group = u / kLanesPerGroup;
+        const int in_step = int(group % GroupsInStep);
+        StepRecord& r = records[group / GroupsInStep];
+#pragma unroll
+        for (int p = 0; p < kPlanes; ++p)  // 2^(8p − s) as two normal factors
+          r.unit[kPlanes * in_step + p] =
+              finite ? exp2_int(-half) * exp2_int(half - shift + 8 * p) : __int_as_float(0x7fc00000);
+        r.sum_x[in_step] = sum;
+        if (in_step == 0) {  // the step's columns and lanes past its groups
+#pragma unroll
+          for (int n = kPlanes * GroupsInStep; n < 8; ++n) r.unit[n] = 0.0f;
+#pragma unroll
+          for (int i = GroupsInStep; i < 4; ++i) r.sum_x[i] = 0.0f;
+        }
+      }
     }
   }
 }
@@ -244,7 +274,7 @@ __device__ __forceinline__ void load_step(StepLoads<Bits, Group>& s, const TileS
 }
 
 template <int Bits, int Group, bool Bf16Params, bool Pairs>
-__global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
+__global__ void __launch_bounds__(kCrews * kCrewThreads, 1)
     affine_plane_gemv_kernel(const __grid_constant__ Launch launch, const float* __restrict__ x, int64_t K) {
   using S = Shape<Bits, Group>;
   // Steps a lane has loaded ahead: about 64 registers of codes and
@@ -256,37 +286,40 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
   const int64_t row_groups = K / Group, row_words = K * Bits / 32;
   const int steps_in_row = int(layout.groups_padded * Group / S::kValues);
   auto* planes = reinterpret_cast<unsigned char*>(shared_words);
-  auto* blocks = reinterpret_cast<float2*>(reinterpret_cast<char*>(shared_words) + layout.blocks_at);
-  auto* partial =
-      reinterpret_cast<float(*)[kWarps][kTileRows][8]>(reinterpret_cast<char*>(shared_words) + layout.partial_at);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  auto* records = reinterpret_cast<StepRecord*>(reinterpret_cast<char*>(shared_words) + layout.records_at);
+  auto* zeros = reinterpret_cast<char*>(shared_words) + layout.zeros_at;
+  const int crew = threadIdx.x / kCrewThreads, crew_thread = threadIdx.x % kCrewThreads;
+  auto* partial = reinterpret_cast<float(*)[kWarps][kTileRows][8]>(reinterpret_cast<char*>(shared_words) +
+                                                                    layout.partial_at) + 2 * crew;
+  const int warp = crew_thread / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
   // This lane's column of B (g): plane g % 3 of the step's group g / 3;
   // none past the step's groups, and none where its k (quarter t of the
-  // step) fall in the other group.
+  // step) fall in the other group: such a lane reads the zeros, at every
+  // step (a stride of 0), so that its loads need no branch.
   const int b_group = g / kPlanes, b_plane = g % kPlanes;
   const bool b_live = b_group < S::kGroupsInStep && (S::kGroupsInStep == 1 || t / 2 == b_group);
-  const unsigned char* b_src = planes + b_plane * layout.plane_stride + t * S::kLaneValues;
-  // This lane's columns of C (2t and 2t + 1): their plane's weight 2^(8p)
-  // (0 past the step's groups), their group of the step, and whether this
-  // column adds the bias term (plane 0).
-  float weight[2];
-  int group_in_step[2];
-  bool adds_bias[2];
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const int n = 2 * t + j, group = n / kPlanes, p = n % kPlanes;
-    const bool live = group < S::kGroupsInStep;
-    weight[j] = live ? float(1 << (8 * p)) : 0.0f;
-    group_in_step[j] = live ? group : 0;
-    adds_bias[j] = live && p == 0;
-  }
+  const unsigned char* b_src = b_live ? planes + b_plane * layout.plane_stride + t * S::kLaneValues
+                                      : reinterpret_cast<const unsigned char*>(zeros);
+  const int b_stride = b_live ? S::kValues : 0;
+  // This lane's columns of C are 2t and 2t + 1. Their scales, in pairs: the
+  // byte_perm selector that puts the column's group's bf16 high and zeros
+  // low (the first group is the pair's low half). The bias term of group t
+  // (t below the step's groups) is lane t's: one term a row, not one for
+  // each column of plane 0; other lanes' selector gives 0.
+  const auto pair_half = [](bool second) { return second ? 0x3244u : 0x1044u; };
+  const bool second[2] = {(2 * t) / kPlanes == 1, (2 * t + 1) / kPlanes == 1};
+  const uint32_t column_half[2] = {pair_half(second[0]), pair_half(second[1])};
+  const bool adds_bias = t < S::kGroupsInStep;
+  const uint32_t bias_half = adds_bias ? pair_half(t == 1) : 0x4444u;
 
   const int64_t tiles = launch.first_block[launch.count];
-  const int my_tiles = blockIdx.x < tiles ? int((tiles - 1 - blockIdx.x) / gridDim.x) + 1 : 0;
+  // Crew c of block b is crew kCrews · b + c of the grid's.
+  const int64_t crews = int64_t(gridDim.x) * kCrews, my_crew = int64_t(blockIdx.x) * kCrews + crew;
+  const int my_tiles = my_crew < tiles ? int((tiles - 1 - my_crew) / crews) + 1 : 0;
   const int mine = warp < steps_in_row ? (steps_in_row - 1 - warp) / kWarps + 1 : 0;
   const int steps = my_tiles * mine;
-  const auto tile_of = [&](int i) { return int64_t(blockIdx.x) + int64_t(i) * gridDim.x; };
+  const auto tile_of = [&](int i) { return my_crew + int64_t(i) * crews; };
 
   TileSource src;
   int load_tile = 0, load_chunk = 0;
@@ -308,22 +341,24 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
   for (int i = 0; i < Ahead; ++i)
     if (i < steps) load_next(ring[i]);
   await_previous_kernel();
-  stage_planes<Bits, Group>(x, K, layout, planes, blocks);
+  stage_planes<Bits, Group, S::kGroupsInStep>(x, K, layout, planes, records);
+  if (threadIdx.x < layout.zero_bytes / 4) reinterpret_cast<uint32_t*>(zeros)[threadIdx.x] = 0;
   __syncthreads();
 
   float acc[2][2] = {};  // [row g, g + 8][column 2t, 2t + 1]
+  float bias_acc[2] = {};  // [row g, g + 8]: this lane's bias terms
   int tile = 0, chunk = 0;
   const auto finish_tile = [&] {
     auto& part = partial[tile % 2];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) part[warp][g + 8 * h][2 * t + j] = acc[h][j];
-    __syncthreads();
-    if (threadIdx.x < kTileRows) {
+      for (int j = 0; j < 2; ++j) part[warp][g + 8 * h][2 * t + j] = acc[h][j] + (j == 0 ? bias_acc[h] : 0.0f);
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + crew), "r"(kCrewThreads) : "memory");  // the crew's warps
+    if (crew_thread < kTileRows) {
       int64_t first;
       const Output& o = block_output(launch, tile_of(tile), first);
-      const int row = threadIdx.x;
+      const int row = crew_thread;
       const int64_t n = (tile_of(tile) - first) * kTileRows + row;
       if (n < o.n) {
         float v = 0.0f;
@@ -334,7 +369,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
         o.y[n] = v + (o.bias ? o.bias[n] : 0.0f);
       }
     }
-    acc[0][0] = acc[0][1] = acc[1][0] = acc[1][1] = 0.0f;
+    acc[0][0] = acc[0][1] = acc[1][0] = acc[1][1] = bias_acc[0] = bias_acc[1] = 0.0f;
     ++tile;
   };
 
@@ -346,20 +381,16 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
       const int step = warp + chunk * kWarps;
       // B: 8 bytes a mma, loaded 16 at a time.
       uint32_t bw[2 * S::kMmas];
-      const unsigned char* bp = b_src + int64_t(step) * S::kValues;
+      const unsigned char* bp = b_src + step * b_stride;
 #pragma unroll
       for (int k = 0; k < 2 * S::kMmas; k += 4) {
-        uint4 v = make_uint4(0, 0, 0, 0);
         if constexpr (S::kMmas == 1) {
-          if (b_live) {
-            const uint2 h = *reinterpret_cast<const uint2*>(bp);
-            v.x = h.x, v.y = h.y;
-          }
-        } else if (b_live) {
-          v = *reinterpret_cast<const uint4*>(bp + 4 * k);
+          const uint2 v = *reinterpret_cast<const uint2*>(bp);
+          bw[0] = v.x, bw[1] = v.y;
+        } else {
+          const uint4 v = *reinterpret_cast<const uint4*>(bp + 4 * k);
+          bw[k] = v.x, bw[k + 1] = v.y, bw[k + 2] = v.z, bw[k + 3] = v.w;
         }
-        bw[k] = v.x, bw[k + 1] = v.y;
-        if (k + 2 < 2 * S::kMmas) bw[k + 2] = v.z, bw[k + 3] = v.w;
       }
       int c[4] = {};
 #pragma unroll
@@ -376,34 +407,38 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm)
       }
       // C holds rows g, g + 8 × columns 2t, 2t + 1. src.params is the load
       // side's, which may be a tile ahead: a launch's outputs share one
-      // dtype of scales (affine_plane_gemv checks).
+      // dtype of scales (affine_plane_gemv checks). Selects, not an index:
+      // an index that is not a constant would put the ring of loads in
+      // local memory.
+      const StepRecord& record = records[step];
+      const float2 unit = *reinterpret_cast<const float2*>(&record.unit[2 * t]);
+      const float sum_x = record.sum_x[t];
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float2 block = blocks[step * S::kGroupsInStep + group_in_step[j]];
-        const float unit = block.x * weight[j];
+      for (int j = 0; j < 2; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          // Selects, not an index: an index that is not a constant would put
-          // the ring of loads in local memory.
-          const bool second = group_in_step[j] != 0;
-          float scale, bias;
-          if constexpr (Pairs) {
-            scale = __uint_as_float(second ? s.scale[2 * h] & 0xffff0000u : s.scale[2 * h] << 16);
-            bias = __uint_as_float(second ? s.bias[2 * h] & 0xffff0000u : s.bias[2 * h] << 16);
-          } else {
-            scale = param_float<Bf16Params>(second ? s.scale[2 * h + 1] : s.scale[2 * h], src.params);
-            bias = param_float<Bf16Params>(second ? s.bias[2 * h + 1] : s.bias[2 * h], src.params);
-          }
-          acc[h][j] = fmaf(scale * unit, __int2float_rn(c[2 * h + j]), acc[h][j]);
-          if (adds_bias[j]) acc[h][j] = fmaf(bias, block.y, acc[h][j]);
+          float scale;
+          if constexpr (Pairs) scale = __uint_as_float(__byte_perm(s.scale[2 * h], 0u, column_half[j]));
+          else scale = param_float<Bf16Params>(second[j] ? s.scale[2 * h + 1] : s.scale[2 * h], src.params);
+          acc[h][j] = fmaf(scale * (j == 0 ? unit.x : unit.y), __int2float_rn(c[2 * h + j]), acc[h][j]);
         }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float bias;
+        if constexpr (Pairs) {
+          bias = __uint_as_float(__byte_perm(s.bias[2 * h], 0u, bias_half));
+        } else {
+          bias = param_float<Bf16Params>(t == 1 ? s.bias[2 * h + 1] : s.bias[2 * h], src.params);
+          bias = adds_bias ? bias : 0.0f;
+        }
+        bias_acc[h] = fmaf(bias, sum_x, bias_acc[h]);
       }
       if (base + i + Ahead < steps) load_next(s);
       if (++chunk == mine) chunk = 0, finish_tile();
     }
   }
-  // A warp with no steps (K of fewer than kWarps steps) still meets the
-  // block at each tile's barrier.
+  // A warp with no steps (K of fewer than kWarps steps) still meets its
+  // crew at each tile's barrier.
   if (mine == 0)
     while (tile < my_tiles) finish_tile();
 }
@@ -449,8 +484,9 @@ void CudaBackend::affine_plane_gemv(const float* x, int64_t M, int64_t K,
     const auto go = [&]<bool Bf16Params, bool Pairs>(std::bool_constant<Bf16Params>, std::bool_constant<Pairs>) {
       constexpr auto kernel = affine_plane_gemv_kernel<Bits, G, Bf16Params, Pairs>;
       affine::allow_shared_bytes<kernel>(ctx_->device, kMaxSharedBytes, "matmul: quantized gemv (integer)");
-      const dim3 grid(unsigned(std::min<int64_t>(tiles, int64_t(kBlocksPerSm) * ctx_->sm_count)));
-      launch("matmul: quantized gemv (integer)", kernel, grid, dim3(32 * kWarps), size_t(shared_bytes<Bits, G>(K)),
+      const dim3 grid(unsigned(std::min<int64_t>((tiles + kCrews - 1) / kCrews, ctx_->sm_count)));
+      launch("matmul: quantized gemv (integer)", kernel, grid, dim3(kCrews * kCrewThreads),
+             size_t(shared_bytes<Bits, G>(K)),
              args, x, K);
     };
     using std::false_type, std::true_type;
