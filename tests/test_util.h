@@ -1,11 +1,15 @@
 #pragma once
-// Helpers for tests: fresh random inputs (the seed is printed on failure) and
-// relative-error measures.
+// Helpers for tests: fresh random inputs (the seed is printed on failure and
+// replayed by FATHOM_TEST_SEED) and relative-error measures.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,9 +22,24 @@
 
 namespace fathom::testing {
 
-// A generator seeded freshly for every test; SCOPED_TRACE the seed so a failure can be replayed.
+// The seed FATHOM_TEST_SEED names (decimal), or none when it is unset or
+// empty. A value that is not a 64-bit decimal number is an error naming it.
+inline std::optional<uint64_t> replayed_seed() {
+  const char* s = std::getenv("FATHOM_TEST_SEED");
+  if (s == nullptr || *s == '\0') return std::nullopt;
+  uint64_t seed = 0;
+  const char* end = s + std::strlen(s);
+  const auto [at, error] = std::from_chars(s, end, seed);
+  check(error == std::errc() && at == end, "FATHOM_TEST_SEED: '", s, "' is not a 64-bit decimal seed");
+  return seed;
+}
+
+// A generator seeded freshly for every test; SCOPED_TRACE the seed so that a
+// failure can be replayed: FATHOM_TEST_SEED=<the seed> seeds every generator
+// of the run with it (for a test that took one seed, the draws it failed on).
 inline std::mt19937_64 fresh_rng(uint64_t* seed_out = nullptr) {
-  const uint64_t seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  const uint64_t seed =
+      replayed_seed().value_or((uint64_t(std::random_device{}()) << 32) ^ std::random_device{}());
   if (seed_out) *seed_out = seed;
   return std::mt19937_64(seed);
 }

@@ -4,12 +4,11 @@
 // test holds a device backend to the semantics backend.h documents. A backend
 // this build or machine cannot make is skipped by name.
 //
-// Replay a failure with FATHOM_OP_SEED=<seed from the trace>.
+// Replay a failure with FATHOM_TEST_SEED=<seed from the trace>.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -135,12 +134,7 @@ class OpSuite : public ::testing::TestWithParam<std::string> {
     } catch (const Error& e) {
       GTEST_SKIP() << "skipped: no " << GetParam() << " backend: " << e.what();
     }
-    if (const char* s = std::getenv("FATHOM_OP_SEED")) {
-      seed_ = std::strtoull(s, nullptr, 10);
-      rng_.seed(seed_);
-    } else {
-      rng_ = fresh_rng(&seed_);
-    }
+    rng_ = fresh_rng(&seed_);
   }
 
   std::string seed_note() const { return "seed " + std::to_string(seed_) + " on " + GetParam(); }
