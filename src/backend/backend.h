@@ -306,20 +306,20 @@ class Backend {
     rms_norm_impl(x, w, eps, x);
     rope_impl(x, cos, sin);
   }
-  // rope_kv_write's parts: the op on q and on k (a device's one launch), then the write.
-  virtual void rope_qk_impl(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin) {
-    rope_impl(q, cos, sin);
-    rope_impl(k, cos, sin);
-  }
-  virtual void rms_norm_rope_qk_impl(Tensor& q, const Tensor& q_norm, Tensor& k, const Tensor& k_norm, float eps,
-                                     const Tensor& cos, const Tensor& sin) {
-    rms_norm_rope_impl(q, q_norm, eps, cos, sin);
-    rms_norm_rope_impl(k, k_norm, eps, cos, sin);
+  // rope_kv_write's parts: rope (rms_norm_rope where norms are given) on q
+  // and on k (a device's one launch), then the write.
+  virtual void rope_qk_impl(Tensor& q, Tensor& k, const QkNorms& norms, const Tensor& cos, const Tensor& sin) {
+    if (norms.q) {
+      rms_norm_rope_impl(q, *norms.q, norms.eps, cos, sin);
+      rms_norm_rope_impl(k, *norms.k, norms.eps, cos, sin);
+    } else {
+      rope_impl(q, cos, sin);
+      rope_impl(k, cos, sin);
+    }
   }
   virtual void rope_kv_write_impl(std::span<const KvSegment> segments, Tensor& q, Tensor& k, const Tensor& v,
                                   const QkNorms& norms, const Tensor& cos, const Tensor& sin) {
-    if (norms.q) rms_norm_rope_qk_impl(q, *norms.q, k, *norms.k, norms.eps, cos, sin);
-    else rope_qk_impl(q, k, cos, sin);
+    rope_qk_impl(q, k, norms, cos, sin);
     kv_write_impl(segments, k, v);
   }
 

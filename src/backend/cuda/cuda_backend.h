@@ -136,9 +136,7 @@ class CudaBackend final : public Backend {
   void gated_rms_norm_impl(Tensor& x, const Tensor& z, const Tensor& w, float eps) override;
   void add_rms_norm_impl(Tensor& x, const Tensor& y, const Tensor& w, float eps, Tensor& out) override;
   void rms_norm_rope_impl(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin) override;
-  void rope_qk_impl(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin) override;
-  void rms_norm_rope_qk_impl(Tensor& q, const Tensor& q_norm, Tensor& k, const Tensor& k_norm, float eps,
-                             const Tensor& cos, const Tensor& sin) override;
+  void rope_qk_impl(Tensor& q, Tensor& k, const QkNorms& norms, const Tensor& cos, const Tensor& sin) override;
   void rope_kv_write_impl(std::span<const KvSegment> segments, Tensor& q, Tensor& k, const Tensor& v,
                           const QkNorms& norms, const Tensor& cos, const Tensor& sin) override;
 

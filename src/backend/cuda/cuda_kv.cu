@@ -968,8 +968,7 @@ void CudaBackend::rope_kv_write_impl(std::span<const KvSegment> segments, Tensor
   KvLayout l = layout_of(segments.front().kv);
   l.row_offset = l.first_position = l.length = 0;  // each row's come with its ref
   const KvRowRef* refs = stage_rows(segments);
-  const HeadRows x{q.data<float>(), norms.q ? norms.q->data<float>() : nullptr, q.dim(1), k.data<float>(),
-                   norms.k ? norms.k->data<float>() : nullptr, k.dim(1), count};
+  const HeadRows x = qk_rows(q, k, norms);
   const int64_t d = f.head_dim;
   launch("rope_kv_write", rope_kv_write_plain_kernel, unsigned(x.rows() + count * k.dim(1)), unsigned(row_threads(d)),
          size_t(d) * 4, x, v.data<float>(), l, refs, norms.eps, cos.data<float>(), sin.data<float>(), cos.dim(1));

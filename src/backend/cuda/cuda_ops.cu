@@ -386,8 +386,10 @@ void CudaBackend::rope_impl(Tensor& x, const Tensor& cos, const Tensor& sin) {
   rope_heads({x.data<float>(), nullptr, x.dim(1), nullptr, nullptr, 0, x.dim(0)}, x.dim(2), cos, sin);
 }
 
-void CudaBackend::rope_qk_impl(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin) {
-  rope_heads({q.data<float>(), nullptr, q.dim(1), k.data<float>(), nullptr, k.dim(1), q.dim(0)}, q.dim(2), cos, sin);
+void CudaBackend::rope_qk_impl(Tensor& q, Tensor& k, const QkNorms& norms, const Tensor& cos, const Tensor& sin) {
+  const HeadRows x = qk_rows(q, k, norms);
+  if (norms.q) norm_rope_heads(x, q.dim(2), norms.eps, cos, sin);
+  else rope_heads(x, q.dim(2), cos, sin);
 }
 
 void CudaBackend::rope_heads(const HeadRows& x, int64_t head_dim, const Tensor& cos, const Tensor& sin) {
@@ -409,13 +411,6 @@ void CudaBackend::add_rms_norm_impl(Tensor& x, const Tensor& y, const Tensor& w,
 void CudaBackend::rms_norm_rope_impl(Tensor& x, const Tensor& w, float eps, const Tensor& cos, const Tensor& sin) {
   norm_rope_heads({x.data<float>(), w.data<float>(), x.dim(1), nullptr, nullptr, 0, x.dim(0)}, x.dim(2), eps, cos,
                   sin);
-}
-
-void CudaBackend::rms_norm_rope_qk_impl(Tensor& q, const Tensor& q_norm, Tensor& k, const Tensor& k_norm, float eps,
-                                        const Tensor& cos, const Tensor& sin) {
-  norm_rope_heads({q.data<float>(), q_norm.data<float>(), q.dim(1), k.data<float>(), k_norm.data<float>(), k.dim(1),
-                   q.dim(0)},
-                  q.dim(2), eps, cos, sin);
 }
 
 void CudaBackend::norm_rope_heads(const HeadRows& x, int64_t head_dim, float eps, const Tensor& cos,

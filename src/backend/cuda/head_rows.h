@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/backend.h"
+
 namespace fathom::cuda {
 
 // Attention's q and k [T, heads, head_dim] as one set of head vectors:
@@ -31,6 +33,13 @@ struct HeadRows {
   }
   __host__ __device__ int64_t rows() const { return t * (q_heads + k_heads); }
 };
+
+// A step's q and k [T, heads, head_dim] with their norms (none where the
+// model has none), as one set of head vectors.
+inline HeadRows qk_rows(Tensor& q, Tensor& k, const Backend::QkNorms& norms) {
+  return {q.data<float>(), norms.q ? norms.q->data<float>() : nullptr, q.dim(1), k.data<float>(),
+          norms.k ? norms.k->data<float>() : nullptr, k.dim(1), q.dim(0)};
+}
 
 // Threads of a block that takes a row of d values (block_sum's limits).
 inline int row_threads(int64_t d) { return int(std::min<int64_t>(1024, std::max<int64_t>(32, (d + 31) / 32 * 32))); }
