@@ -50,8 +50,9 @@ done
 # prefill a short prompt instead, e.g. RUN="--prompt-tokens 128 --gen-tokens 32 --repeat 2".
 RUN=${RUN:---synthetic-context --prompt-tokens 512 --gen-tokens 64 --repeat 3}
 # The bench's decode rates (with --spec also with and without drafts, and how
-# many were drafted and taken) and the GPU's time a replayed step.
-fields() { tr -d ' \n' | grep -o '"\(decode_tok_s[a-z_]*\|gpu_ms_per_replay\|drafted\|accepted\)":[^,}]*' | tr '\n' ' '; }
+# many were drafted and taken), the GPU's time a replayed step, and the host's: from a
+# step's start to its first launch (lead) and to its last (host).
+fields() { tr -d ' \n' | grep -o '"\(decode_tok_s[a-z_]*\|gpu_ms_per_replay\|lead_ms_per_replay\|host_ms_per_replay\|drafted\|accepted\)":[^,}]*' | tr '\n' ' '; }
 model=/dev/shm/compare-model
 [ "$(df --output=avail -B1G /dev/shm 2>/dev/null | tail -1)" -ge 40 ] 2>/dev/null || model=/tmp/compare-model
 for weights in ${MODELS:-bf16 q4g64}; do
