@@ -19,6 +19,7 @@
 #include "core/process_memory.h"
 #include "core/tensor.h"
 #include "sanitized_build.h"
+#include "test_util.h"
 
 namespace fathom {
 namespace {
@@ -95,7 +96,9 @@ TEST(ProcessMemory, MappedFilesAbsentBytesFollowWhatWasRead) {
   constexpr size_t kBytes = size_t(8) << 20;
   {
     std::vector<char> data(kBytes);
-    std::mt19937 rng(std::random_device{}());
+    uint64_t seed = 0;
+    auto rng = testing::fresh_rng(&seed);
+    SCOPED_TRACE("seed " + std::to_string(seed));
     for (auto& c : data) c = char(rng());
     std::ofstream(path, std::ios::binary).write(data.data(), std::streamsize(data.size()));
   }

@@ -42,7 +42,9 @@ std::vector<GenerationResult> batched(const Model& model, const PrefillPolicy& p
 class ContinuousBatching : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ContinuousBatching, EverySequenceGetsItsTokensAlone) {
-  std::mt19937 rng(std::random_device{}());
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), /*quantized_start=*/20)) {
     auto model = load_fixture(GetParam(), scheme);
     const int64_t vocab = model->config().vocab_size;
@@ -76,7 +78,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ContinuousBatching, ::testing::ValuesIn(testi
 
 TEST(ContinuousBatching, SampledSequencesKeepTheirOwnDraws) {
   auto model = load_fixture("qwen3_untied_4layer");
-  std::mt19937 rng(std::random_device{}());
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   std::vector<GenerationRequest> requests;
   for (int i = 0; i < 4; ++i) {
     GenerationRequest r;
@@ -101,7 +105,9 @@ TEST(ContinuousBatching, SampledSequencesKeepTheirOwnDraws) {
 // the same steps absorbed one run at a time; both compute the same logits.
 TEST(ContinuousBatching, RowsSampledAcrossThreadsDrawWhatOneThreadDraws) {
   auto model = load_fixture("qwen3_untied_4layer");
-  std::mt19937 rng(std::random_device{}());
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   const FixedPrefillPolicy policy(64);
   std::vector<std::unique_ptr<SequenceRun>> pooled, alone;
   for (int i = 0; i < 20; ++i) {
@@ -152,7 +158,9 @@ TEST(ContinuousBatching, RowsSampledAcrossThreadsDrawWhatOneThreadDraws) {
 // rows always come back.
 TEST(ContinuousBatching, RunsTakePicksUnlessTheirLogitsAreRead) {
   auto model = load_fixture("qwen3_untied_4layer");
-  std::mt19937 rng(std::random_device{}());
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   const FixedPrefillPolicy policy(4);
   const size_t vocab = size_t(model->config().vocab_size);
   GenerationRequest r;
@@ -208,7 +216,9 @@ class LookupOrRepeat final : public Drafter {
 TEST(ContinuousBatching, SpeculativeRunsInOneBatch) {
   for (const char* fixture : {"qwen3_untied_4layer", "qwen3_5_text", "gemma3_sliding"}) {
     auto model = load_fixture(fixture);
-    std::mt19937 rng(std::random_device{}());
+    uint64_t seed = 0;
+    auto rng = testing::fresh_rng(&seed);
+    SCOPED_TRACE("seed " + std::to_string(seed));
     std::vector<GenerationRequest> requests;
     for (int i = 0; i < 3; ++i) {
       GenerationRequest r;
@@ -249,7 +259,9 @@ TEST(ContinuousBatching, SpeculativeRunsInOneBatch) {
 TEST(HeldSequence, TheNextTurnPrefillsOnlyWhatChanged) {
   for (const char* fixture : {"qwen3_untied_4layer", "gemma3_sliding", "qwen3_5_text"}) {
     auto model = load_fixture(fixture);
-    std::mt19937 rng(std::random_device{}());
+    uint64_t seed = 0;
+    auto rng = testing::fresh_rng(&seed);
+    SCOPED_TRACE("seed " + std::to_string(seed));
     const int64_t vocab = model->config().vocab_size;
     const FixedPrefillPolicy policy(8);
     auto run_once = [&](const GenerationRequest& r, HeldSequence* held, int64_t* reused) {
@@ -294,7 +306,9 @@ TEST(HeldSequence, TheNextTurnPrefillsOnlyWhatChanged) {
 
 TEST(ContinuousBatching, AStoppedRunLeavesAndTheOthersGoOn) {
   auto model = load_fixture("qwen3_untied_4layer");
-  std::mt19937 rng(std::random_device{}());
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   GenerationRequest a, b;
   a.prompt = testing::random_ids(30, model->config().vocab_size, rng);
   b.prompt = testing::random_ids(5, model->config().vocab_size, rng);

@@ -49,7 +49,7 @@ ChiSquare chi_square(const std::vector<double>& probs, const std::vector<int64_t
   return {stat, k * std::pow(1.0 - h + z * std::sqrt(h), 3.0)};
 }
 
-TokenDistribution random_distribution(int32_t vocab, int32_t support, std::mt19937& rng) {
+TokenDistribution random_distribution(int32_t vocab, int32_t support, std::mt19937_64& rng) {
   std::vector<int32_t> ids(static_cast<size_t>(vocab));
   for (int32_t i = 0; i < vocab; ++i) ids[size_t(i)] = i;
   std::shuffle(ids.begin(), ids.end(), rng);
@@ -66,7 +66,9 @@ TokenDistribution random_distribution(int32_t vocab, int32_t support, std::mt199
 }
 
 TEST(SpeculativeSampling, TheRejectionRuleKeepsTheTargetDistribution) {
-  std::mt19937 rng(std::random_device{}());
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   const int32_t vocab = 12;
   for (int trial = 0; trial < 3; ++trial) {
     // Supports that overlap in part: some drafts are impossible for the target.
@@ -101,7 +103,9 @@ TEST(SpeculativeSampling, TheRejectionRuleKeepsTheTargetDistribution) {
 
 TEST(SpeculativeSampling, APointMassDraftKeepsTheTargetDistribution) {
   // Prompt lookup proposes tokens outright: q = 1 on the drafted token.
-  std::mt19937 rng(std::random_device{}());
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   const int32_t vocab = 10;
   const TokenDistribution p = random_distribution(vocab, 6, rng);
   Sampler judge({.temperature = 1.0f, .seed = rng()});
@@ -169,7 +173,9 @@ class BlendedDrafter final : public Drafter {
 TEST(SpeculativeSampling, SampledGenerationsFollowTheTargetDistribution) {
   auto model = load("qwen3_untied_4layer");
   const int64_t vocab = model->config().vocab_size;
-  std::mt19937 rng(std::random_device{}());
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   GenerationRequest request;
   request.prompt = testing::random_ids(8, vocab, rng);
   request.max_new_tokens = 3;
@@ -228,7 +234,9 @@ TEST(SpeculativeSampling, ADraftThatIsTheTargetIsAlwaysKept) {
   // Verify rows take the decode path row by row, so the draft's q is the
   // target's p bit for bit and min(1, p/q) = 1 every time.
   auto model = load("qwen3_untied_4layer");
-  std::mt19937 rng(std::random_device{}());
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   GenerationRequest request;
   request.prompt = testing::random_ids(8, model->config().vocab_size, rng);
   request.max_new_tokens = 24;
@@ -243,7 +251,9 @@ TEST(SpeculativeSampling, ADraftThatIsTheTargetIsAlwaysKept) {
 
 TEST(SpeculativeSampling, TheSameSeedGivesTheSameOutput) {
   auto model = load("qwen3_untied_4layer");
-  std::mt19937 rng(std::random_device{}());
+  uint64_t seed = 0;
+  auto rng = testing::fresh_rng(&seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
   GenerationRequest request;
   request.prompt = testing::random_ids(8, model->config().vocab_size, rng);
   request.max_new_tokens = 20;
