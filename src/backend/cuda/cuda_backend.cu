@@ -261,7 +261,9 @@ void CudaBackend::run_step(const std::function<void()>& step) {
       gpu_ms = -1.0f;
   }
   pending_downloads_.clear();
-  graphs_.count_step(step_pieces_.lead_seconds, host_seconds, gpu_ms < 0.0f ? -1.0 : gpu_ms * 1e-3);
+  const double gpu_seconds = gpu_ms < 0.0f ? -1.0 : gpu_ms * 1e-3;
+  if (graphs_.count_step(step_pieces_.lead_seconds, host_seconds, gpu_seconds))
+    piece_growth_.sample(host_seconds, gpu_seconds);
 }
 
 void CudaBackend::launch_piece() {
@@ -275,7 +277,7 @@ void CudaBackend::launch_piece() {
   }
   const std::span<RecordedCall> calls = recorder_->range(step_pieces_.start, end);
   step_pieces_.start = end;
-  step_pieces_.length *= 2;
+  step_pieces_.length *= piece_growth_.factor();
   ++step_pieces_.launched;
   if (graphs_enabled_) {
     try {

@@ -22,6 +22,7 @@
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/kernel_overlap.h"
 #include "backend/cuda/kv_layout.h"
+#include "backend/cuda/piece_growth.h"
 #include "backend/cuda/step_arena.h"
 #include "backend/cuda/step_graph.h"
 
@@ -269,7 +270,8 @@ class CudaBackend final : public Backend {
   void gemm(const void* w, const void* xs, cudaDataType type, int64_t M, int64_t N, int64_t K, float* y, int64_t ldy,
             bool accumulate);
   // A recorded step runs in pieces (step_graph.h): the first of
-  // kFirstPieceCalls calls, each next one twice as long as the one before.
+  // kFirstPieceCalls calls, each next one piece_growth_.factor() times as
+  // long as the one before (piece_growth.h).
   static constexpr size_t kFirstPieceCalls = 8;
   struct StepPieces {
     std::chrono::steady_clock::time_point started;
@@ -304,6 +306,7 @@ class CudaBackend final : public Backend {
   StepRecorder* recorder_ = nullptr;  // &step_recorder_ while a step is recorded
   StepRecorder step_recorder_;
   StepPieces step_pieces_;
+  PieceGrowth piece_growth_;
   StepArena arena_;
   StepGraphCache graphs_;
   Tensor workspace_;

@@ -126,16 +126,17 @@ void StepGraphCache::run(std::span<RecordedCall> calls, cudaStream_t stream) {
   step_captured_ = true;
 }
 
-void StepGraphCache::count_step(double lead_seconds, double host_seconds, double gpu_seconds) {
-  if (step_eager_ || step_.empty()) return;
+bool StepGraphCache::count_step(double lead_seconds, double host_seconds, double gpu_seconds) {
+  if (step_eager_ || step_.empty()) return false;
   if (step_captured_) {
     ++counts_.captures;
-    return;
+    return false;
   }
   ++counts_.replays;
   counts_.lead_seconds += lead_seconds;
   counts_.host_seconds += host_seconds;
   if (gpu_seconds >= 0.0) counts_.gpu_seconds += gpu_seconds;
+  return true;
 }
 
 namespace {

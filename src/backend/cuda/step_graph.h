@@ -133,7 +133,8 @@ class StepGraphCache {
   // Counts the step begun last, all of whose pieces ran as graphs: `lead` is
   // the host's time before its first piece was launched, `host` before its
   // last, `gpu` (or a negative time where unknown) its graphs' time.
-  void count_step(double lead_seconds, double host_seconds, double gpu_seconds);
+  // Returns whether it was counted: a replay (not captured, not eager).
+  bool count_step(double lead_seconds, double host_seconds, double gpu_seconds);
 
   const Backend::StepReplays& counts() const { return counts_; }
   // Backend::step_graph_costs for the pieces of the step run last, each
