@@ -1,14 +1,16 @@
 #pragma once
-// Helpers for tests: fresh random inputs (the seed is printed on failure and
-// replayed by FATHOM_TEST_SEED) and relative-error measures.
+// Helpers for tests: fresh random inputs (their seeds printed when a test
+// fails, replayed by FATHOM_TEST_SEED) and relative-error measures.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -34,15 +36,60 @@ inline std::optional<uint64_t> replayed_seed() {
   return seed;
 }
 
-// A generator seeded freshly for every test; SCOPED_TRACE the seed so that a
-// failure can be replayed: FATHOM_TEST_SEED=<the seed> seeds every generator
-// of the run with it (for a test that took one seed, the draws it failed on).
+// The seeds fresh_rng drew in the running test, in order.
+inline std::mutex& seeds_mutex() {
+  static std::mutex m;
+  return m;
+}
+inline std::vector<uint64_t>& seeds_of_this_test() {
+  static std::vector<uint64_t> seeds;
+  return seeds;
+}
+inline std::vector<uint64_t> seeds_drawn() {
+  std::lock_guard lock(seeds_mutex());
+  return seeds_of_this_test();
+}
+
+// A generator seeded freshly for every test. Its seed is printed if the
+// test fails (SeedReport, below), wherever the generator was drawn, and
+// FATHOM_TEST_SEED=<the seed> seeds every generator of the run with it (for
+// a test that took one seed, the draws it failed on).
 inline std::mt19937_64 fresh_rng(uint64_t* seed_out = nullptr) {
   const uint64_t seed =
       replayed_seed().value_or((uint64_t(std::random_device{}()) << 32) ^ std::random_device{}());
   if (seed_out) *seed_out = seed;
+  {
+    std::lock_guard lock(seeds_mutex());
+    seeds_of_this_test().push_back(seed);
+  }
   return std::mt19937_64(seed);
 }
+
+// What a failed test prints of its seeds: none when it drew none.
+inline std::string seed_report(const std::vector<uint64_t>& seeds) {
+  if (seeds.empty()) return "";
+  std::string s = "seeds this test drew:";
+  for (uint64_t seed : seeds) s += " " + std::to_string(seed);
+  return s + " (FATHOM_TEST_SEED=" + std::to_string(seeds.front()) + " gives every generator the first)";
+}
+
+// Empties the seeds as each test starts and prints them after one that failed.
+class SeedReport : public ::testing::EmptyTestEventListener {
+ public:
+  void OnTestStart(const ::testing::TestInfo&) override {
+    std::lock_guard lock(seeds_mutex());
+    seeds_of_this_test().clear();
+  }
+  void OnTestEnd(const ::testing::TestInfo& test) override {
+    if (!test.result()->Failed()) return;
+    if (const std::string report = seed_report(seeds_drawn()); !report.empty()) std::printf("%s\n", report.c_str());
+  }
+};
+// Registered once a program, before main (gtest_main) runs the tests.
+inline const bool seed_report_listening = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new SeedReport);
+  return true;
+}();
 
 inline Tensor random_tensor(std::vector<int64_t> shape, DType dtype, std::mt19937_64& rng, float scale = 1.0f) {
   Tensor t = Tensor::empty(std::move(shape), dtype);

@@ -52,9 +52,7 @@ struct Case {
 };
 
 TEST(Attention, BackendMatchesReference) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   auto backend = make_cpu_backend();
   const Case cases[] = {
       {1, 8, 2, 64, 1, 0, {}},        // first decode step
@@ -124,9 +122,7 @@ void rounded_reference(const float* q, int64_t heads, const KvView& kv, const At
 // row (16 / group rows a tile): that row takes decode's path, unrounded.
 TEST(Attention, Bf16TilesMatchTheRoundedReference) {
   if (!cpu::kernels_for(cpu::detect_isa()).gemm_pv) GTEST_SKIP() << "skipped: no bf16 attention kernels (AVX-512)";
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   auto backend = make_cpu_backend();
   const Case cases[] = {
       {40, 8, 2, 64, 40, 0, {}},
@@ -163,9 +159,7 @@ TEST(Attention, Bf16TilesMatchTheRoundedReference) {
 // The P·V kernels against the plain one: runs of keys past and short of the
 // 32-key step, rows past a tile, heads 32 to 128.
 TEST(GemmPv, FastKernelsMatchReference) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   std::vector<std::pair<const char*, cpu::GemmPv>> kernels;
   if (cpu::detect_isa() == cpu::Isa::avx512) {
     kernels.push_back({"avx512", cpu::gemm_pv_avx512});
@@ -193,9 +187,7 @@ TEST(GemmPv, FastKernelsMatchReference) {
 // The scores kernels against the plain one: 16 queries and fewer, keys in
 // whole 16s and 32s and not, heads 32 to 512.
 TEST(GemmQk, FastKernelsMatchReference) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   std::vector<std::pair<const char*, cpu::GemmQk>> kernels;
   if (cpu::detect_isa() == cpu::Isa::avx512) {
     kernels.push_back({"avx512", cpu::gemm_qk_avx512});
@@ -222,9 +214,7 @@ TEST(GemmQk, FastKernelsMatchReference) {
 TEST(Attention, DecodeShapesMatchReference) {
   // One query row at real model shapes (Qwen3-0.6B, Llama-3.2-1B, MHA, odd
   // groups); the windowed ones over a cache that has dropped its first rows.
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   auto backend = make_cpu_backend();
   const Case cases[] = {
       {1, 16, 8, 128, 600, 0, {}},  // the query's position is the last row's, set below
@@ -262,9 +252,7 @@ TEST(Attention, DecodeShapesMatchReference) {
 // position would compute them, bit for bit, on any number of threads (the
 // key segments depend only on the row's own span).
 TEST(Attention, VerifyRowsEqualDecodeStepsBitForBit) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   auto backend = make_cpu_backend();
   const int64_t t = 6, heads = 16, kv_heads = 8, d = 128, length = 1300;
   RandomBlocks cache(kv_heads, d, DType::bf16, 32, length, 0, rng);
@@ -286,9 +274,7 @@ TEST(Attention, VerifyRowsEqualDecodeStepsBitForBit) {
 }
 
 TEST(Attention, FastDecodeKernelMatchesReference) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   const cpu::Kernels kern = cpu::kernels_for(cpu::detect_isa());
   if (!kern.attend_decode) GTEST_SKIP() << "no fast decode kernel on this processor";
   for (int64_t nq : {1, 2, 3, 4, 5, 8, 16})
@@ -326,9 +312,7 @@ TEST(Attention, FastDecodeKernelMatchesReference) {
 
 TEST(Attention, CodedBlocksMatchReference) {
   // The tiles widen coded blocks in place; the reference widens row by row.
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   auto backend = make_cpu_backend();
   auto pool = std::make_shared<KvBlockPool>(4096, backend);
   const int64_t kv_heads = 2, heads = 6, d = 64, length = 90;

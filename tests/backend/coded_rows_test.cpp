@@ -139,9 +139,7 @@ Errors run_case(const cpu::CodedRowKernels& kernels, const CodedCache& c, int64_
 
 // Every layout the caches use, each at every query count and row count.
 void expect_matches_widened_rows(const cpu::CodedRowKernels& kernels) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   constexpr double kTolerance = 1e-5;
   auto check_cache = [&](const CodedCache& c, int64_t d, const std::string& layout) {
     for (int64_t nq : {1, 3, 8, 16})

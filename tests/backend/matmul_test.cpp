@@ -62,9 +62,7 @@ void run_case(cpu::MatmulSlice slice, const char* kernel, const Shape& s, DType 
 }
 
 TEST(Matmul, FastKernelsMatchReference) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   // M = 1 is decode's row walk: {1, 1063, 23} has unrolled steps, single
   // vectors, a scalar K tail and a slice of rows that is not a multiple of 4.
   const Shape shapes[] = {{1, 64, 48}, {1, 40, 5}, {1, 1063, 23}, {1, 3072, 9}, {2, 64, 20}, {6, 48, 9}, {3, 96, 33}, {4, 128, 16}, {5, 600, 37}, {70, 1040, 20}, {9, 7, 3},
@@ -84,9 +82,7 @@ const Shape kAmxShapes[] = {{16, 32, 16}, {17, 64, 40}, {32, 544, 64}, {33, 1056
                             {100, 512, 70}, {64, 48, 48}, {40, 1088, 36}, {530, 64, 32}};
 
 void run_amx_cases(cpu::MatmulSlice slice, const char* kernel) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   for (const Shape& s : kAmxShapes)
     for (DType w : {DType::f32, DType::bf16})
       for (bool bf16_inputs : {false, true}) run_case(slice, kernel, s, w, bf16_inputs, rng);
@@ -103,9 +99,7 @@ TEST(Matmul, AmxKernelWithEmulatedTilesMatchesReference) {
 }
 
 TEST(GemmNn, FastKernelsMatchReference) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   const Shape shapes[] = {{1, 5, 128}, {2, 40, 70}, {16, 70, 64}, {7, 33, 24}, {4, 1, 200}, {3, 9, 5}};
   for (cpu::Isa isa : runnable_isas())
     for (const Shape& s : shapes)
@@ -191,9 +185,7 @@ TEST(Matmul, BackendChecksShapes) {
 }
 
 TEST(Matmul, BackendMatchesReferenceAcrossThreads) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   auto backend = make_cpu_backend();
   for (const Shape s : {Shape{1, 256, 300}, Shape{37, 320, 129}}) {
     Tensor x = random_tensor({s.m, s.k}, DType::f32, rng);

@@ -4,7 +4,7 @@
 // test holds a device backend to the semantics backend.h documents. A backend
 // this build or machine cannot make is skipped by name.
 //
-// Replay a failure with FATHOM_TEST_SEED=<seed from the trace>.
+// Replay a failure with FATHOM_TEST_SEED=<the seed the failure printed>.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -134,10 +134,8 @@ class OpSuite : public ::testing::TestWithParam<std::string> {
     } catch (const Error& e) {
       GTEST_SKIP() << "skipped: no " << GetParam() << " backend: " << e.what();
     }
-    rng_ = fresh_rng(&seed_);
+    rng_ = fresh_rng();
   }
-
-  std::string seed_note() const { return "seed " + std::to_string(seed_) + " on " + GetParam(); }
 
   Input input(std::vector<int64_t> shape, float scale = 1.0f) {
     Tensor host = random_tensor(std::move(shape), DType::f32, rng_, scale);
@@ -170,7 +168,6 @@ class OpSuite : public ::testing::TestWithParam<std::string> {
   void check_kv_write_read(const LayerCodec& codec, DType plain_dtype, double tolerance);
 
   std::shared_ptr<Backend> backend_;
-  uint64_t seed_ = 0;
   std::mt19937_64 rng_;
 };
 
@@ -205,7 +202,6 @@ std::vector<double> matmul_reference(std::vector<float> x, const std::vector<flo
 }
 
 TEST_P(OpSuite, Matmul) {
-  SCOPED_TRACE(seed_note());
   struct Shape {
     int64_t m, k, n;
   };
@@ -235,7 +231,6 @@ TEST_P(OpSuite, Matmul) {
 }
 
 TEST_P(OpSuite, MatmulShared) {
-  SCOPED_TRACE(seed_note());
   const int64_t k = 72;
   for (int64_t m : kRows)
     for (int targets : {2, 3})
@@ -266,7 +261,6 @@ TEST_P(OpSuite, MatmulShared) {
 }
 
 TEST_P(OpSuite, MatmulSharedBf16Outputs) {
-  SCOPED_TRACE(seed_note());
   // Every output bf16 and K % 8 == 0: a device's decode GEMV takes them
   // together for one row (five outputs: more than one launch holds); rows
   // from 1 to 16.
@@ -303,7 +297,6 @@ struct AffineCase {
 };
 
 TEST_P(OpSuite, MatmulAffineWeights) {
-  SCOPED_TRACE(seed_note());
   // Rows of 12 units of 32 values (fewer than a warp's lanes) and, for
   // decode rows, of 288 (more slices of 1,024 than a device's block has
   // warps); widths with tails for a device's columns per block; rows from
@@ -353,7 +346,6 @@ TEST_P(OpSuite, MatmulAffineWeights) {
 }
 
 TEST_P(OpSuite, EmbeddingAffineTable) {
-  SCOPED_TRACE(seed_note());
   const int64_t vocab = 50, d = 384;
   int variant = 0;
   for (int bits : {2, 3, 4, 5, 6, 8})
@@ -375,7 +367,6 @@ TEST_P(OpSuite, EmbeddingAffineTable) {
 }
 
 TEST_P(OpSuite, MatmulRejectsBadArguments) {
-  SCOPED_TRACE(seed_note());
   const Input x = input({2, 8});
   const Tensor w = input({4, 8}).dev, w_bad_k = input({4, 9}).dev;
   Tensor w_f16_host = Tensor::empty({4, 8}, DType::f16);
@@ -398,7 +389,6 @@ TEST_P(OpSuite, MatmulRejectsBadArguments) {
 // Norms
 
 TEST_P(OpSuite, RmsNorm) {
-  SCOPED_TRACE(seed_note());
   const float eps = 1e-6f;
   // [rows, D], and [T, heads, head_dim] with a per-head weight (q/k norms);
   // widths that a GPU holds in registers as 1, 2, 4 or 8 float4s a thread
@@ -422,7 +412,6 @@ TEST_P(OpSuite, RmsNorm) {
 }
 
 TEST_P(OpSuite, AddRmsNorm) {
-  SCOPED_TRACE(seed_note());
   const float eps = 1e-6f;
   for (const auto& shape : std::vector<std::vector<int64_t>>{
            {1, 64}, {7, 33}, {16, 1024}, {1, 4096}, {3, 8192}, {2, 16384}, {1, 20000}, {2, 6}})
@@ -450,7 +439,6 @@ TEST_P(OpSuite, AddRmsNorm) {
 }
 
 TEST_P(OpSuite, GatedRmsNorm) {
-  SCOPED_TRACE(seed_note());
   const float eps = 1e-6f;
   for (int64_t rows : kRows)
     for (int64_t d : {32, 45}) {
@@ -471,7 +459,6 @@ TEST_P(OpSuite, GatedRmsNorm) {
 }
 
 TEST_P(OpSuite, L2NormHeads) {
-  SCOPED_TRACE(seed_note());
   // A window of heads in the middle of a wider row (q inside a fused qkv):
   // the columns on either side must come back untouched.
   const int64_t cols = 100, first_col = 21, heads = 3, head_dim = 16;
@@ -507,7 +494,6 @@ TEST_P(OpSuite, L2NormHeads) {
 }
 
 TEST_P(OpSuite, NormsRejectBadArguments) {
-  SCOPED_TRACE(seed_note());
   const Input x = input({4, 16}), w15 = input({15}), w16 = input({16}), z = input({4, 15});
   Tensor y = out({4, 16});
   EXPECT_THROW(backend_->rms_norm(x.dev, w15.dev, 1e-6f, y), Error);  // weight narrower than a row
@@ -527,7 +513,6 @@ TEST_P(OpSuite, NormsRejectBadArguments) {
 // RoPE
 
 TEST_P(OpSuite, Rope) {
-  SCOPED_TRACE(seed_note());
   const int64_t heads = 3, head_dim = 64;
   // Partial rotary (only the first 2·half features turn) and full rotary.
   for (int64_t half : {int64_t(10), int64_t(16), head_dim / 2})
@@ -566,7 +551,6 @@ TEST_P(OpSuite, Rope) {
 }
 
 TEST_P(OpSuite, RmsNormRope) {
-  SCOPED_TRACE(seed_note());
   const float eps = 1e-6f;
   const int64_t heads = 3;
   // Full and partial rotary; head_dim 128 (Qwen3) and an odd-sized tail part.
@@ -606,7 +590,6 @@ TEST_P(OpSuite, RmsNormRope) {
 }
 
 TEST_P(OpSuite, RopeRejectsBadArguments) {
-  SCOPED_TRACE(seed_note());
   const Input x = input({3, 2, 16});
   Tensor xd = x.dev;
   const Tensor cos = input({3, 8}).dev, sin = input({3, 8}).dev;
@@ -658,7 +641,6 @@ std::string shape_name(const std::vector<int64_t>& s) {
 }
 
 TEST_P(OpSuite, SiluMul) {
-  SCOPED_TRACE(seed_note());
   for (const auto& shape : kElementwiseShapes) {
     const Input gate = input(shape, 3.0f), up = input(shape);
     Tensor o = out(shape);
@@ -670,7 +652,6 @@ TEST_P(OpSuite, SiluMul) {
 }
 
 TEST_P(OpSuite, GeluTanhMul) {
-  SCOPED_TRACE(seed_note());
   for (const auto& shape : kElementwiseShapes) {
     const Input gate = input(shape, 3.0f), up = input(shape);
     Tensor o = out(shape);
@@ -686,7 +667,6 @@ TEST_P(OpSuite, GeluTanhMul) {
 }
 
 TEST_P(OpSuite, AddInplace) {
-  SCOPED_TRACE(seed_note());
   for (const auto& shape : kElementwiseShapes) {
     Input x = input(shape), y = input(shape);
     backend_->add_inplace(x.dev, y.dev);
@@ -697,7 +677,6 @@ TEST_P(OpSuite, AddInplace) {
 }
 
 TEST_P(OpSuite, Scale) {
-  SCOPED_TRACE(seed_note());
   for (const auto& shape : kElementwiseShapes) {
     Input x = input(shape);
     const float s = uniform(-3.0f, 3.0f);
@@ -709,7 +688,6 @@ TEST_P(OpSuite, Scale) {
 }
 
 TEST_P(OpSuite, SoftCap) {
-  SCOPED_TRACE(seed_note());
   for (const auto& shape : kElementwiseShapes) {
     // Logits well past the cap, so the tanh saturates for some of them.
     Input x = input(shape, 40.0f);
@@ -722,7 +700,6 @@ TEST_P(OpSuite, SoftCap) {
 }
 
 TEST_P(OpSuite, MulColumns) {
-  SCOPED_TRACE(seed_note());
   // [rows, D] and [T, heads, D] (w has the last dimension).
   const std::vector<std::vector<int64_t>> shapes = {{1, 50}, {7, 33}, {33, 1100}, {5, 3, 24}};
   for (const auto& shape : shapes) {
@@ -736,7 +713,6 @@ TEST_P(OpSuite, MulColumns) {
 }
 
 TEST_P(OpSuite, SigmoidMul) {
-  SCOPED_TRACE(seed_note());
   for (const auto& shape : kElementwiseShapes)
     for (bool per_row : {false, true}) {
       const int64_t rows = shape[0], d = shape[1];
@@ -751,7 +727,6 @@ TEST_P(OpSuite, SigmoidMul) {
 }
 
 TEST_P(OpSuite, ElementwiseRejectsBadArguments) {
-  SCOPED_TRACE(seed_note());
   const Input a = input({4, 8}), b = input({4, 9}), w = input({7}), g = input({3, 1});
   Tensor o = out({4, 8}), o_small = out({4, 7});
   Tensor ad = a.dev;
@@ -772,7 +747,6 @@ TEST_P(OpSuite, ElementwiseRejectsBadArguments) {
 // Memory and row movement
 
 TEST_P(OpSuite, Fill) {
-  SCOPED_TRACE(seed_note());
   for (const auto& shape : kElementwiseShapes) {
     Input x = input(shape);
     const float value = uniform(-5.0f, 5.0f);
@@ -789,7 +763,6 @@ TEST_P(OpSuite, Fill) {
 }
 
 TEST_P(OpSuite, Copy) {
-  SCOPED_TRACE(seed_note());
   for (DType dtype : {DType::f32, DType::bf16})
     for (int64_t rows : kRows) {
       const Tensor host = random_tensor({rows, 37}, dtype, rng_);
@@ -811,7 +784,6 @@ TEST_P(OpSuite, Copy) {
 }
 
 TEST_P(OpSuite, Embedding) {
-  SCOPED_TRACE(seed_note());
   const int64_t vocab = 50, d = 37;
   for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     Tensor table_host;
@@ -840,7 +812,6 @@ TEST_P(OpSuite, Embedding) {
 }
 
 TEST_P(OpSuite, CopyColumns) {
-  SCOPED_TRACE(seed_note());
   for (int64_t rows : kRows)
     for (const auto& [src_col, dst_col, width] : {std::tuple{5, 17, 13}, std::tuple{0, 0, 40}, std::tuple{39, 49, 1}}) {
       Input src = input({rows, 40}), dst = input({rows, 50});
@@ -855,7 +826,6 @@ TEST_P(OpSuite, CopyColumns) {
 }
 
 TEST_P(OpSuite, GatherRows) {
-  SCOPED_TRACE(seed_note());
   const int64_t n = 20;
   for (int64_t d : {1, 33, 256}) {
     const Input src = input({n, d});
@@ -870,7 +840,6 @@ TEST_P(OpSuite, GatherRows) {
 }
 
 TEST_P(OpSuite, ScatterAddRows) {
-  SCOPED_TRACE(seed_note());
   for (int64_t d : {1, 33, 256}) {
     const int64_t dst_rows = 6, n = 11;
     Input dst = input({dst_rows, d});
@@ -889,7 +858,6 @@ TEST_P(OpSuite, ScatterAddRows) {
 }
 
 TEST_P(OpSuite, RowMovementRejectsBadArguments) {
-  SCOPED_TRACE(seed_note());
   const Input a = input({4, 8}), b = input({4, 9}), c = input({3, 8});
   Tensor ad = a.dev, bd = b.dev;
   Tensor a_bf16 = backend_->upload(random_tensor({4, 8}, DType::bf16, rng_));
@@ -926,7 +894,6 @@ int32_t first_largest(const float* x, int64_t n) {
 }
 
 TEST_P(OpSuite, PickRowsGreedily) {
-  SCOPED_TRACE(seed_note());
   constexpr float kNan = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
   // One span, a span and one more, many spans, and more spans than a row may
   // take (they widen).
@@ -962,7 +929,6 @@ TEST_P(OpSuite, PickRowsGreedily) {
 // Rows drawn from by a temperature, a min-p and a uniform pick what the host
 // sampler's draw picks from them (cpu::pick_token), beside greedy rows.
 TEST_P(OpSuite, PickRowsDrawsAsTheHostSamplerDoes) {
-  SCOPED_TRACE(seed_note());
   constexpr float kInf = std::numeric_limits<float>::infinity();
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (const int64_t n : {1, 7, 4097, 70001, 151936}) {
@@ -1012,7 +978,6 @@ TEST_P(OpSuite, PickRowsDrawsAsTheHostSamplerDoes) {
 }
 
 TEST_P(OpSuite, PickRowsRejectsBadArguments) {
-  SCOPED_TRACE(seed_note());
   const Tensor x = input({3, 8}).dev, flat = input({8}).dev;
   Tensor ids = out({3}, DType::i32), ids_f32 = out({3}), ids_short = out({2}, DType::i32);
   const std::vector<PickRule> greedy(3);
@@ -1036,7 +1001,6 @@ TEST_P(OpSuite, PickRowsRejectsBadArguments) {
 // Mixture-of-experts routing
 
 TEST_P(OpSuite, RouteTopK) {
-  SCOPED_TRACE(seed_note());
   for (const auto& [t, e, k] : {std::tuple{1, 8, 2}, std::tuple{7, 33, 4}, std::tuple{33, 64, 8}, std::tuple{5, 6, 6},
                                std::tuple{3, 16, 1}})
     for (bool renormalize : {false, true})
@@ -1086,7 +1050,6 @@ TEST_P(OpSuite, RouteTopK) {
 }
 
 TEST_P(OpSuite, RouteTopKRejectsBadArguments) {
-  SCOPED_TRACE(seed_note());
   const Tensor logits = input({3, 8}).dev, scale7 = input({7}).dev;
   Tensor ids = out({3, 2}, DType::i32), weights = out({3, 2});
   Tensor ids_f32 = out({3, 2}), weights_wide = out({3, 3}), ids_9 = out({3, 9}, DType::i32), w_9 = out({3, 9});
@@ -1132,7 +1095,6 @@ std::vector<double> expert_mlps_reference(const std::vector<float>& x, const std
 }
 
 TEST_P(OpSuite, ExpertMlps) {
-  SCOPED_TRACE(seed_note());
   struct Case {
     int64_t t, experts, k, hidden, inter;
   };
@@ -1215,7 +1177,6 @@ TEST_P(OpSuite, ExpertMlps) {
 }
 
 TEST_P(OpSuite, ExpertMlpsRejectsBadArguments) {
-  SCOPED_TRACE(seed_note());
   ExpertBank bank;
   for (int e = 0; e < 3; ++e) {
     bank.gate.push_back(input({6, 8}).dev);
@@ -1242,7 +1203,6 @@ TEST_P(OpSuite, ExpertMlpsRejectsBadArguments) {
 // Gated DeltaNet
 
 TEST_P(OpSuite, CausalConv1dSilu) {
-  SCOPED_TRACE(seed_note());
   const int64_t channels = 33;
   for (int64_t kernel : {2, 4}) {
     const int64_t past = kernel - 1;
@@ -1282,7 +1242,6 @@ TEST_P(OpSuite, CausalConv1dSilu) {
 }
 
 TEST_P(OpSuite, DeltaRuleGates) {
-  SCOPED_TRACE(seed_note());
   for (int64_t t : kRows) {
     const int64_t hv = 5;
     Input b = input({t, hv}, 3.0f);
@@ -1375,7 +1334,6 @@ std::vector<double> delta_rule_reference(const DeltaRuleShape& d, const DeltaRul
 }
 
 TEST_P(OpSuite, GatedDeltaRule) {
-  SCOPED_TRACE(seed_note());
   // Two value heads per key head; key and value head sizes differ.
   const DeltaRuleShape d{2, 4, 16, 24};
   const int64_t state_numel = d.value_heads * d.key_head_dim * d.value_head_dim;
@@ -1399,7 +1357,6 @@ TEST_P(OpSuite, GatedDeltaRule) {
 }
 
 TEST_P(OpSuite, GatedDeltaRuleHistory) {
-  SCOPED_TRACE(seed_note());
   const DeltaRuleShape d{1, 3, 8, 12};
   const int64_t state_numel = d.value_heads * d.key_head_dim * d.value_head_dim;
   const int64_t t = 5, history_rows = 6, history_row = 3;
@@ -1433,7 +1390,6 @@ TEST_P(OpSuite, GatedDeltaRuleHistory) {
 }
 
 TEST_P(OpSuite, DeltaNetRejectsBadArguments) {
-  SCOPED_TRACE(seed_note());
   // causal_conv1d_silu
   const Tensor x = input({5, 8}).dev, weight = input({8, 4}).dev;
   Tensor state = input({8, 3}).dev, state_bad = input({8, 4}).dev, o = out({5, 8}), o_bad = out({5, 7});
@@ -1581,12 +1537,10 @@ void OpSuite::check_attention(const AttentionCase& c) {
 // A 40-row prompt, a second 40-row chunk after the cached rows, then decode
 // steps, over many 4-row blocks.
 TEST_P(OpSuite, AttentionF32PrefillAndDecode) {
-  SCOPED_TRACE(seed_note());
   check_attention({LayerCodec{}, DType::f32, 8, 2, 64, std::nullopt, {40, 40, 1, 1}, 0.0});
 }
 
 TEST_P(OpSuite, AttentionBf16HeadDim128) {
-  SCOPED_TRACE(seed_note());
   check_attention({LayerCodec{}, DType::bf16, 4, 2, 128, std::nullopt, {1, 40, 7, 1}, 0.0});
 }
 
@@ -1595,7 +1549,6 @@ TEST_P(OpSuite, AttentionBf16HeadDim128) {
 // several passes: head dims 64, 128 and 256, query groups of 1 to 8, and a
 // group of 16 (a device's general kernel).
 TEST_P(OpSuite, AttentionBf16DecodeRows) {
-  SCOPED_TRACE(seed_note());
   check_attention({LayerCodec{}, DType::bf16, 16, 8, 128, std::nullopt, {300, 1, 1, 16, 3}, 0.0});
   check_attention({LayerCodec{}, DType::bf16, 8, 1, 64, std::nullopt, {700, 1, 5}, 0.0});
   check_attention({LayerCodec{}, DType::bf16, 12, 4, 256, std::nullopt, {150, 1, 2}, 0.0});
@@ -1611,7 +1564,6 @@ TEST_P(OpSuite, AttentionBf16DecodeRows) {
 // not filling a block, a sliding window, and a short chunk after a long
 // prompt (keys split).
 TEST_P(OpSuite, AttentionBf16Inputs) {
-  SCOPED_TRACE(seed_note());
   check_attention({LayerCodec{}, DType::bf16, 8, 2, 128, std::nullopt, {300, 40, 1, 17}, 0.0, true});
   check_attention({LayerCodec{}, DType::bf16, 16, 1, 64, std::nullopt, {100, 70, 3}, 0.0, true});
   check_attention({LayerCodec{}, DType::bf16, 4, 4, 128, 100, {64, 64, 64, 64, 20, 1}, 0.0, true});
@@ -1621,7 +1573,6 @@ TEST_P(OpSuite, AttentionBf16Inputs) {
 }
 
 TEST_P(OpSuite, AttentionSlidingWindow) {
-  SCOPED_TRACE(seed_note());
   check_attention({LayerCodec{}, DType::f32, 6, 3, 64, 16, {40, 40, 1, 1, 7}, 0.0});
   // MHA, head_dim 128, bf16 rows.
   check_attention({LayerCodec{}, DType::bf16, 4, 4, 128, 24, {33, 1, 40, 1}, 0.0});
@@ -1636,14 +1587,12 @@ TEST_P(OpSuite, AttentionSlidingWindow) {
 constexpr double kAffine8ReadTolerance = 0.01, kAffine4ReadTolerance = 0.15, kTurboK3V4ReadTolerance = 0.25;
 
 TEST_P(OpSuite, AttentionAffine8) {
-  SCOPED_TRACE(seed_note());
   check_attention({LayerCodec{LayerCodec::Kind::affine, 8, 64}, DType::f32, 6, 2, 64, std::nullopt, {40, 9, 1},
                    kAffine8ReadTolerance});
 }
 
 // K at 3 bits and V at 4, in a sliding layer.
 TEST_P(OpSuite, AttentionTurbo) {
-  SCOPED_TRACE(seed_note());
   check_attention({LayerCodec{LayerCodec::Kind::turbo, 16, 64, 3, 4}, DType::f32, 4, 2, 64, 24, {40, 40, 40, 1},
                    kTurboK3V4ReadTolerance});
 }
@@ -1654,7 +1603,6 @@ TEST_P(OpSuite, AttentionTurbo) {
 // of two), groups of 32 to 128, TurboQuant with different K and V widths,
 // head dims 64 to 256, query groups of 1 to 6, a sliding window.
 TEST_P(OpSuite, AttentionCodedDecodeRows) {
-  SCOPED_TRACE(seed_note());
   using K = LayerCodec::Kind;
   check_attention({LayerCodec{K::affine, 4, 32}, DType::f32, 8, 2, 128, std::nullopt, {300, 1, 16, 3},
                    kAffine4ReadTolerance});
@@ -1750,7 +1698,6 @@ void OpSuite::check_attention_segments(const SegmentsCase& c) {
 // layers differ in format, or whose rows are too many for decode (a device
 // takes them one by one); f32 rows.
 TEST_P(OpSuite, AttentionOverSegments) {
-  SCOPED_TRACE(seed_note());
   const LayerCodec plain{}, affine8{LayerCodec::Kind::affine, 8, 64};
   check_attention_segments({{plain, plain, plain, plain}, DType::bf16, 16, 8, 128, std::nullopt, {300, 40, 1000, 7},
                             {{1, 1, 1, 1}, {3, 1, 16, 2}, {1, 1, 1, 1}}});
@@ -1808,7 +1755,6 @@ void OpSuite::check_kv_write_read(const LayerCodec& codec, DType plain_dtype, do
 // launch for q and k, then the write), one row and a few, q and k of other
 // head counts, with and without the norms.
 TEST_P(OpSuite, RopeKvWriteAsTheOpsInTurn) {
-  SCOPED_TRACE(seed_note());
   const float eps = 1e-6f;
   const int64_t heads = 4, kv_heads = 2, d = 64, half = 32, n = 9, row0 = 2;
   for (const auto& [codec, dtype] : {std::pair{LayerCodec{}, DType::f32}, std::pair{LayerCodec{}, DType::bf16},
@@ -1861,7 +1807,6 @@ TEST_P(OpSuite, RopeKvWriteAsTheOpsInTurn) {
 }
 
 TEST_P(OpSuite, KvWriteRead) {
-  SCOPED_TRACE(seed_note());
   check_kv_write_read(LayerCodec{}, DType::f32, 0.0);
   check_kv_write_read(LayerCodec{}, DType::bf16, 0.0);
   check_kv_write_read(LayerCodec{LayerCodec::Kind::affine, 8, 64}, DType::f32, kAffine8ReadTolerance);
@@ -1870,7 +1815,6 @@ TEST_P(OpSuite, KvWriteRead) {
 }
 
 TEST_P(OpSuite, AttentionAndKvRejectBadArguments) {
-  SCOPED_TRACE(seed_note());
   const int64_t kv_heads = 2, d = 64;
   auto pool = std::make_shared<KvBlockPool>(4096, backend_);
   const KvFormat format = LayerCodec{}.format(kv_heads, d, DType::f32, pool->block_bytes());

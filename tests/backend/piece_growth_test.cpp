@@ -34,9 +34,7 @@ TEST(PieceGrowth, DoublesUntilReplayedStepsHaveBeenTimed) {
 }
 
 TEST(PieceGrowth, TakesTheLargestFactorWithinHalfTheGpusLead) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   // An 8B decode step on an H100: 3.49 ms on the GPU, 0.19 ms of the host's.
   EXPECT_EQ(after_steps(3.49 / 0.19, rng).factor(), 8u);
   EXPECT_EQ(after_steps(16.0, rng).factor(), 8u);
@@ -48,9 +46,7 @@ TEST(PieceGrowth, TakesTheLargestFactorWithinHalfTheGpusLead) {
 }
 
 TEST(PieceGrowth, StaysOnceChosenAndSkipsUntimedSteps) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   PieceGrowth growth;
   for (int i = 0; i < PieceGrowth::kSamples; ++i) {
     growth.sample(2e-4, -1.0);  // the GPU's time unknown: not a sample

@@ -96,9 +96,7 @@ TEST(ProcessMemory, MappedFilesAbsentBytesFollowWhatWasRead) {
   constexpr size_t kBytes = size_t(8) << 20;
   {
     std::vector<char> data(kBytes);
-    uint64_t seed = 0;
-    auto rng = testing::fresh_rng(&seed);
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto rng = testing::fresh_rng();
     for (auto& c : data) c = char(rng());
     std::ofstream(path, std::ios::binary).write(data.data(), std::streamsize(data.size()));
   }

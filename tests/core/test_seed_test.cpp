@@ -1,11 +1,13 @@
-// The tests' fresh generators and their replay: a seed a failure printed,
-// given back as FATHOM_TEST_SEED, draws the same numbers again.
+// The tests' fresh generators and their replay: a failed test prints the
+// seeds it drew, and a seed given back as FATHOM_TEST_SEED draws the same
+// numbers again.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "test_util.h"
@@ -71,6 +73,29 @@ TEST_F(TestSeed, ASeedThatIsNotADecimalNumberIsAnErrorNamingIt) {
       EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST_F(TestSeed, EverySeedATestDrawsIsKeptForItsFailureReport) {
+  unsetenv("FATHOM_TEST_SEED");
+  uint64_t a = 0, b = 0;
+  fresh_rng(&a);
+  fresh_rng(&b);
+  EXPECT_EQ(seeds_drawn(), (std::vector<uint64_t>{a, b}));
+  // The listener empties them as the next test starts.
+  SeedReport listener;
+  listener.OnTestStart(*::testing::UnitTest::GetInstance()->current_test_info());
+  EXPECT_TRUE(seeds_drawn().empty());
+  // A passing test prints nothing.
+  ::testing::internal::CaptureStdout();
+  fresh_rng();
+  listener.OnTestEnd(*::testing::UnitTest::GetInstance()->current_test_info());
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
+}
+
+TEST(SeedReportText, NamesEverySeedAndHowToReplayTheFirst) {
+  EXPECT_EQ(seed_report({}), "");
+  EXPECT_EQ(seed_report({7, UINT64_MAX}),
+            "seeds this test drew: 7 18446744073709551615 (FATHOM_TEST_SEED=7 gives every generator the first)");
 }
 
 }  // namespace

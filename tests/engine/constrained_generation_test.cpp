@@ -65,9 +65,7 @@ TEST(ConstrainedGeneration, EveryTokenFollowsTheConstraintAndDraftsAreCut) {
   LoadOptions o;
   auto model = load_model((std::filesystem::path(FATHOM_FIXTURES_DIR) / "parity" / "qwen3_untied_4layer").string(), o);
   const int64_t vocab = model->config().vocab_size;
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   GenerationRequest request;
   request.prompt = testing::random_ids(8, vocab, rng);
   request.max_new_tokens = 24;

@@ -42,9 +42,7 @@ std::vector<GenerationResult> batched(const Model& model, const PrefillPolicy& p
 class ContinuousBatching : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ContinuousBatching, EverySequenceGetsItsTokensAlone) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), /*quantized_start=*/20)) {
     auto model = load_fixture(GetParam(), scheme);
     const int64_t vocab = model->config().vocab_size;
@@ -78,9 +76,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ContinuousBatching, ::testing::ValuesIn(testi
 
 TEST(ContinuousBatching, SampledSequencesKeepTheirOwnDraws) {
   auto model = load_fixture("qwen3_untied_4layer");
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   std::vector<GenerationRequest> requests;
   for (int i = 0; i < 4; ++i) {
     GenerationRequest r;
@@ -105,9 +101,7 @@ TEST(ContinuousBatching, SampledSequencesKeepTheirOwnDraws) {
 // the same steps absorbed one run at a time; both compute the same logits.
 TEST(ContinuousBatching, RowsSampledAcrossThreadsDrawWhatOneThreadDraws) {
   auto model = load_fixture("qwen3_untied_4layer");
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   const FixedPrefillPolicy policy(64);
   std::vector<std::unique_ptr<SequenceRun>> pooled, alone;
   for (int i = 0; i < 20; ++i) {
@@ -158,9 +152,7 @@ TEST(ContinuousBatching, RowsSampledAcrossThreadsDrawWhatOneThreadDraws) {
 // rows always come back.
 TEST(ContinuousBatching, RunsTakePicksUnlessTheirLogitsAreRead) {
   auto model = load_fixture("qwen3_untied_4layer");
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   const FixedPrefillPolicy policy(4);
   const size_t vocab = size_t(model->config().vocab_size);
   GenerationRequest r;
@@ -216,9 +208,7 @@ class LookupOrRepeat final : public Drafter {
 TEST(ContinuousBatching, SpeculativeRunsInOneBatch) {
   for (const char* fixture : {"qwen3_untied_4layer", "qwen3_5_text", "gemma3_sliding"}) {
     auto model = load_fixture(fixture);
-    uint64_t seed = 0;
-    auto rng = testing::fresh_rng(&seed);
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto rng = testing::fresh_rng();
     std::vector<GenerationRequest> requests;
     for (int i = 0; i < 3; ++i) {
       GenerationRequest r;
@@ -259,9 +249,7 @@ TEST(ContinuousBatching, SpeculativeRunsInOneBatch) {
 TEST(HeldSequence, TheNextTurnPrefillsOnlyWhatChanged) {
   for (const char* fixture : {"qwen3_untied_4layer", "gemma3_sliding", "qwen3_5_text"}) {
     auto model = load_fixture(fixture);
-    uint64_t seed = 0;
-    auto rng = testing::fresh_rng(&seed);
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto rng = testing::fresh_rng();
     const int64_t vocab = model->config().vocab_size;
     const FixedPrefillPolicy policy(8);
     auto run_once = [&](const GenerationRequest& r, HeldSequence* held, int64_t* reused) {
@@ -306,9 +294,7 @@ TEST(HeldSequence, TheNextTurnPrefillsOnlyWhatChanged) {
 
 TEST(ContinuousBatching, AStoppedRunLeavesAndTheOthersGoOn) {
   auto model = load_fixture("qwen3_untied_4layer");
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   GenerationRequest a, b;
   a.prompt = testing::random_ids(30, model->config().vocab_size, rng);
   b.prompt = testing::random_ids(5, model->config().vocab_size, rng);

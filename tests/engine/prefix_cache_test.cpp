@@ -47,9 +47,7 @@ Answer run(const Model& model, const GenerationRequest& request, PrefixCache* ca
 class PrefixCacheOnFixtures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PrefixCacheOnFixtures, SharedPrefixesAreNotPrefilledAgain) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), /*quantized_start=*/20)) {
     SCOPED_TRACE(scheme.cache_key());
     auto model = testing::load_fixture(GetParam(), scheme);
@@ -101,9 +99,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PrefixCacheOnFixtures,
 // starts from the checkpoint at 512.
 TEST(PrefixCache, HybridPromptsResumeFromPrefillCheckpoints) {
   auto model = testing::load_fixture("qwen3_5_text");
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   const int64_t vocab = model->config().vocab_size;
   const auto system = testing::random_ids(600, vocab, rng);
   auto request = [&](int32_t user) {
@@ -126,9 +122,7 @@ TEST(PrefixCache, HybridPromptsResumeFromPrefillCheckpoints) {
 
 TEST(PrefixCache, StaysWithinItsBytesDroppingTheLeastRecentlyUsed) {
   auto model = testing::load_fixture("qwen3_untied_4layer");
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   auto sequence = [&](int64_t n) {
     HeldSequence s;
     s.tokens = testing::random_ids(n, model->config().vocab_size, rng);
@@ -166,9 +160,7 @@ TEST(PrefixCache, AnEntryLongerThanTheRequestGivesWayToAShorterOne) {
   // The longest shared prefix sits in an entry holding more tokens than the
   // request may: the lookup forks the next-best entry instead of none.
   auto model = testing::load_fixture("qwen3_untied_4layer");
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   const auto prompt = testing::random_ids(30, model->config().vocab_size, rng);
   auto held = [&](const std::vector<int32_t>& tokens) {
     HeldSequence s;

@@ -66,9 +66,7 @@ TokenDistribution random_distribution(int32_t vocab, int32_t support, std::mt199
 }
 
 TEST(SpeculativeSampling, TheRejectionRuleKeepsTheTargetDistribution) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   const int32_t vocab = 12;
   for (int trial = 0; trial < 3; ++trial) {
     // Supports that overlap in part: some drafts are impossible for the target.
@@ -103,9 +101,7 @@ TEST(SpeculativeSampling, TheRejectionRuleKeepsTheTargetDistribution) {
 
 TEST(SpeculativeSampling, APointMassDraftKeepsTheTargetDistribution) {
   // Prompt lookup proposes tokens outright: q = 1 on the drafted token.
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   const int32_t vocab = 10;
   const TokenDistribution p = random_distribution(vocab, 6, rng);
   Sampler judge({.temperature = 1.0f, .seed = rng()});
@@ -173,9 +169,7 @@ class BlendedDrafter final : public Drafter {
 TEST(SpeculativeSampling, SampledGenerationsFollowTheTargetDistribution) {
   auto model = load("qwen3_untied_4layer");
   const int64_t vocab = model->config().vocab_size;
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   GenerationRequest request;
   request.prompt = testing::random_ids(8, vocab, rng);
   request.max_new_tokens = 3;
@@ -234,9 +228,7 @@ TEST(SpeculativeSampling, ADraftThatIsTheTargetIsAlwaysKept) {
   // Verify rows take the decode path row by row, so the draft's q is the
   // target's p bit for bit and min(1, p/q) = 1 every time.
   auto model = load("qwen3_untied_4layer");
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   GenerationRequest request;
   request.prompt = testing::random_ids(8, model->config().vocab_size, rng);
   request.max_new_tokens = 24;
@@ -251,9 +243,7 @@ TEST(SpeculativeSampling, ADraftThatIsTheTargetIsAlwaysKept) {
 
 TEST(SpeculativeSampling, TheSameSeedGivesTheSameOutput) {
   auto model = load("qwen3_untied_4layer");
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   GenerationRequest request;
   request.prompt = testing::random_ids(8, model->config().vocab_size, rng);
   request.max_new_tokens = 20;

@@ -54,9 +54,7 @@ std::unique_ptr<Model> load(const std::string& fixture, const KvScheme& scheme) 
 class SpeculativeOnFixtures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SpeculativeOnFixtures, GreedyEqualsPlainForEveryDraftLength) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   const int64_t prompt_len = 10, max_new = 24;
   // The delayed start lands a few tokens into generation, inside drafted spans.
   for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), prompt_len + 3)) {
@@ -82,9 +80,7 @@ TEST_P(SpeculativeOnFixtures, GreedyEqualsPlainForEveryDraftLength) {
 TEST_P(SpeculativeOnFixtures, ADraftModelOfTheSameVocabulary) {
   // The target as its own draft: every draft is right, and its state follows
   // the accepted history through rollbacks (hybrid drafts start over).
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   auto model = load(GetParam(), KvScheme::bf16());
   GenerationRequest request;
   request.prompt = random_ids(9, model->config().vocab_size, rng);
@@ -103,9 +99,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeOnFixtures, ::testing::ValuesIn(te
 
 TEST(Speculative, PromptLookupOnARepetitivePrompt) {
   auto model = load("qwen3_untied_4layer", KvScheme::bf16());
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   // Drafts come only where the answer repeats an n-gram of what came before,
   // which a random model's greedy answer misses about once in 150 phrases:
   // three phrases, and drafts in at least one of them.
@@ -144,9 +138,7 @@ TEST(Speculative, NgramDrafterProposesWhatFollowedTheLastOccurrence) {
 TEST(SpeculativeTransaction, KeepsExactlyTheAcceptedPrefix) {
   for (const char* fixture : {"qwen3_untied_4layer", "gemma3_sliding", "qwen3_next_moe"}) {
     auto model = load(fixture, KvScheme::bf16());
-    uint64_t seed = 0;
-    auto rng = testing::fresh_rng(&seed);
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto rng = testing::fresh_rng();
     const auto ids = random_ids(12, model->config().vocab_size, rng);
     // Reference: the first 9 tokens, one at a time after a prefill of 6.
     auto plain = model->new_state(40);

@@ -149,9 +149,7 @@ TEST(TurboCodec, RoundTripMseMatchesTheCodebook) {
 // Attention over every codec: the blocked reader path against the reference,
 // and the quantized result close to attention over the unquantized rows.
 TEST(QuantizedAttention, MatchesReferenceAndStaysNearExact) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   auto backend = make_cpu_backend();
   const int64_t kv_heads = 2, heads = 4, d = 64, n = 150, t = 5;
   struct Case {

@@ -31,9 +31,7 @@ bool same(const Tensor& a, const Tensor& b) {
 class SequenceFork : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SequenceFork, ForksShareBlocksAndContinueExactly) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   for (const KvScheme& scheme : testing::kv_schemes_for(GetParam(), /*quantized_start=*/20)) {
     SCOPED_TRACE(scheme.cache_key());
     auto model = testing::load_fixture(GetParam(), scheme);

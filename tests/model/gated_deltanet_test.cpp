@@ -118,9 +118,7 @@ double rel(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(GatedDeltaRule, RecurrenceMatchesDoublePrecisionReference) {
-  uint64_t seed = 0;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   const DeltaNetDims d = small_dims();
   const RuleData data = random_rule_data(d, 37, rng);
   std::vector<float> state = random_state(d, rng);
@@ -133,9 +131,7 @@ TEST(GatedDeltaRule, RecurrenceMatchesDoublePrecisionReference) {
 }
 
 TEST(GatedDeltaRule, ChunkedMatchesRecurrenceFromNonZeroState) {
-  uint64_t seed = 0;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   const DeltaNetDims d = small_dims();
   for (int64_t t : {1, 2, 7, 63, 64, 65, 150}) {
     for (int64_t chunk : {int64_t(16), kDeltaRuleChunk}) {
@@ -156,9 +152,7 @@ TEST(GatedDeltaRule, CopiesAreTheStatesAfterEachToken) {
   // Copying the state out as the recurrence passes each token changes nothing
   // in the arithmetic: copy i equals, bit for bit, the state after running
   // only the first i + 1 tokens.
-  uint64_t seed = 0;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   const DeltaNetDims d = small_dims();
   const int64_t t = 7, n = d.num_value_heads * d.key_head_dim * d.value_head_dim;
   const RuleData data = random_rule_data(d, t, rng);
@@ -187,9 +181,7 @@ TEST(GatedDeltaRule, CopiesAreTheStatesAfterEachToken) {
 
 TEST(GatedDeltaRule, ChunkedPrefillsCompose) {
   // Two chunked calls (a prefill continuing from the first one's state) equal one.
-  uint64_t seed = 0;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   const DeltaNetDims d = small_dims();
   const int64_t t = 100, split = 71;
   const RuleData data = random_rule_data(d, t, rng);
@@ -212,9 +204,7 @@ TEST(GatedDeltaRule, ChunkedPrefillsCompose) {
 }
 
 TEST(CausalConv1d, MatchesDirectConvolutionAcrossSplitCalls) {
-  uint64_t seed = 0;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   const int64_t channels = 10, kernel = 4, t = 13;
   const Tensor x = random_tensor({t, channels}, DType::f32, rng);
   const Tensor w = random_tensor({channels, kernel}, DType::f32, rng, 0.5f);
@@ -269,9 +259,7 @@ GatedDeltaNet random_layer(const DeltaNetDims& d, int64_t hidden, std::mt19937_6
 }
 
 TEST(GatedDeltaNetLayer, PiecewiseEqualsWhole) {
-  uint64_t seed = 0;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   auto b = make_cpu_backend();
   const DeltaNetDims d = small_dims();
   const int64_t hidden = 40, t = 90;
@@ -324,9 +312,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 // - within rounding (relative error < 1e-5) against the kept tokens run as
 //   one prefill, which takes the chunked rule (a different summation order).
 TEST(GatedDeltaNetLayer, AVerifyStepResolvesToTheStateOfTheKeptTokens) {
-  uint64_t seed = 0;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = fresh_rng();
   auto b = make_cpu_backend();
   const DeltaNetDims d = small_dims();
   const int64_t hidden = 40, prompt = 20, rows = 6;

@@ -24,9 +24,7 @@ using testing::relative_error;
 // Proportional RoPE rotates feature i with feature i + head_dim / 2 for the
 // first rotated pairs and leaves the others as they are.
 TEST(Gemma4, ProportionalRopeRotatesAcrossTheWholeHeadDim) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE(seed);
+  auto rng = fresh_rng();
   const int64_t head_dim = 48, half = 24, heads = 3, t = 4, first = 11;
   RopeConfig r;
   r.type = "proportional";
@@ -112,9 +110,7 @@ Gemma4Router random_router(int64_t hidden, int64_t experts, int64_t top_k, std::
 }
 
 TEST(Gemma4, RouterPicksTopKAndScalesByExpert) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE(seed);
+  auto rng = fresh_rng();
   const int64_t t = 9, hidden = 40, experts = 6, k = 2;
   const Gemma4Router r = random_router(hidden, experts, k, rng);
   const Tensor x = random_tensor({t, hidden}, DType::f32, rng, 3.0f);
@@ -142,9 +138,7 @@ double gelu_tanh(double v) {
 
 // Experts nobody picks hold NaN weights: running them would poison the output.
 TEST(Gemma4, ExpertsRunOnlyForTheirRoutedTokens) {
-  uint64_t seed;
-  auto rng = fresh_rng(&seed);
-  SCOPED_TRACE(seed);
+  auto rng = fresh_rng();
   const int64_t t = 7, hidden = 24, inter = 10, experts = 5, k = 2;
   Gemma4Experts m;
   m.experts.act = GateActivation::gelu_tanh;

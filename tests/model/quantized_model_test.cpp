@@ -160,9 +160,7 @@ TEST(QuantizedFolder, MixedRecipeGivesMoreBitsWhereMlxLmDoes) {
 TEST(QuantizedFolder, ShardsHoldAtMostTheLimitAndLoadAsOneFile) {
   for (const std::string fixture : {"llama_gqa_untied", "qwen3_moe_tiny"}) {
     SCOPED_TRACE(fixture);
-    uint64_t seed = 0;
-    auto rng = fresh_rng(&seed);
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto rng = fresh_rng();
     const fs::path in = fs::path(FATHOM_FIXTURES_DIR) / "parity" / fixture;
     const fs::path one = scratch_dir("one_shard"), many = scratch_dir("shards");
     const QuantizeReport whole = quantize_folder(in.string(), one.string(), {4, 32, ""});

@@ -51,9 +51,7 @@ class DeviceMemory : public ::testing::TestWithParam<MemoryCase> {
 };
 
 TEST_P(DeviceMemory, WeightsAndStepsStayWithinTheContract) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   const KvScheme scheme = KvScheme::bf16();
   const MemoryContract contract = MemoryContract::for_model_dir(dir(), GetParam().dtype, scheme, 1,
                                                                 WeightResidence::mapped, Device::cuda);

@@ -156,9 +156,7 @@ void expect_rows_and_picks(const StepOutput& got, const Tensor& want, std::span<
 }
 
 TEST_P(DeviceParity, ForwardMatchesTheCpu) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   auto cpu = load("cpu"), device = load(GetParam().device);
   const auto ids = testing::random_ids(21, cpu->config().vocab_size, rng);
   auto cpu_state = cpu->new_state(64), device_state = device->new_state(64);
@@ -168,9 +166,7 @@ TEST_P(DeviceParity, ForwardMatchesTheCpu) {
 }
 
 TEST_P(DeviceParity, DecodeStepsMatchTheCpuAndPickTheSameTokens) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   auto cpu = load("cpu"), device = load(GetParam().device);
   const int64_t vocab = cpu->config().vocab_size;
   auto cpu_state = cpu->new_state(64), device_state = device->new_state(64);
@@ -207,9 +203,7 @@ TEST_P(DeviceParity, DecodeStepsMatchTheCpuAndPickTheSameTokens) {
 // CPU's logits (against its unquantized cache on the same tokens).
 TEST_P(DeviceParity, QuantizedKvMatchesTheCpu) {
   if (GetParam().dtype != ComputeDType::f32) GTEST_SKIP() << "quantized KV is compared in f32 compute";
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   auto plain = load("cpu");
   for (const KvScheme& scheme : testing::kv_schemes_for(GetParam().fixture, 8)) {
     if (scheme.cache_key() == KvScheme::bf16().cache_key()) continue;
@@ -238,9 +232,7 @@ TEST_P(DeviceParity, QuantizedKvMatchesTheCpu) {
 // more key splits: replays with updated nodes), and every fifth step one of
 // them sits out (a step of another shape).
 TEST_P(DeviceParity, ReplayedStepsEqualEagerStepsBitForBit) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   std::vector<KvScheme> schemes = {KvScheme::bf16()};
   if (GetParam().dtype == ComputeDType::f32)
     for (const KvScheme& s : testing::kv_schemes_for(GetParam().fixture, 8))
@@ -295,9 +287,7 @@ TEST_P(DeviceParity, ReplayedStepsEqualEagerStepsBitForBit) {
 // its matmuls are cuBLAS's or widened quantized panels inside the graph) is
 // recorded and replayed too, and equals the eager step bit for bit.
 TEST_P(DeviceParity, WideReplayedStepsEqualEagerSteps) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   constexpr int64_t kSequences = 40;
   static_assert(kSequences <= Model::kReplayableStepRows);
   ::setenv("FATHOM_CUDA_GRAPHS", "0", 1);

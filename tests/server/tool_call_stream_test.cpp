@@ -58,9 +58,7 @@ void expect_same_as_whole(std::string_view text, ToolCallFormat format, std::mt1
 }
 
 TEST(ToolCallStream, QwenCallsLeaveAsTheirTagsCloseAndTextPassesThrough) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   const std::string first = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
   const std::string text = "Let me check. " + first + "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
   for (int trial = 0; trial < 200; ++trial) {
@@ -85,9 +83,7 @@ TEST(ToolCallStream, QwenTextBeforeACallIsNotHeldBack) {
 }
 
 TEST(ToolCallStream, Llama31CallAnswersAreHeldAndOthersPassThrough) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   for (int trial = 0; trial < 100; ++trial) {
     expect_same_as_whole("<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}; {\"name\": \"g\", \"parameters\": {}}",
                          ToolCallFormat::llama31, rng);
@@ -106,9 +102,7 @@ TEST(ToolCallStream, Llama31CallAnswersAreHeldAndOthersPassThrough) {
 // to exactly the text generated, and it ends at its closing tag — however the
 // text is cut into pushes.
 TEST(ToolCallStream, QwenStreamedArgumentsJoinToTheGeneratedText) {
-  uint64_t seed = 0;
-  auto rng = testing::fresh_rng(&seed);
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto rng = testing::fresh_rng();
   const std::string args1 = "{\"city\": \"Oslo \\\"}{[\", \"days\": [1, {\"a\": 2}]}", args2 = "{}";
   const std::string text = "\n<tool_call>\n{ \"name\": \"weather\",\n  \"arguments\": " + args1 +
                            "}\n</tool_call>\n<tool_call>\n{\"name\":\"clock\",\"arguments\":" + args2 + "}\n</tool_call>";
