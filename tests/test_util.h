@@ -37,17 +37,17 @@ inline std::optional<uint64_t> replayed_seed() {
 }
 
 // The seeds fresh_rng drew in the running test, in order.
-inline std::mutex& seeds_mutex() {
-  static std::mutex m;
-  return m;
-}
-inline std::vector<uint64_t>& seeds_of_this_test() {
-  static std::vector<uint64_t> seeds;
-  return seeds;
+struct SeedLog {
+  std::mutex mutex;
+  std::vector<uint64_t> seeds;
+};
+inline SeedLog& seed_log() {
+  static SeedLog log;
+  return log;
 }
 inline std::vector<uint64_t> seeds_drawn() {
-  std::lock_guard lock(seeds_mutex());
-  return seeds_of_this_test();
+  std::lock_guard lock(seed_log().mutex);
+  return seed_log().seeds;
 }
 
 // A generator seeded freshly for every test. Its seed is printed if the
@@ -59,8 +59,8 @@ inline std::mt19937_64 fresh_rng(uint64_t* seed_out = nullptr) {
       replayed_seed().value_or((uint64_t(std::random_device{}()) << 32) ^ std::random_device{}());
   if (seed_out) *seed_out = seed;
   {
-    std::lock_guard lock(seeds_mutex());
-    seeds_of_this_test().push_back(seed);
+    std::lock_guard lock(seed_log().mutex);
+    seed_log().seeds.push_back(seed);
   }
   return std::mt19937_64(seed);
 }
@@ -77,8 +77,8 @@ inline std::string seed_report(const std::vector<uint64_t>& seeds) {
 class SeedReport : public ::testing::EmptyTestEventListener {
  public:
   void OnTestStart(const ::testing::TestInfo&) override {
-    std::lock_guard lock(seeds_mutex());
-    seeds_of_this_test().clear();
+    std::lock_guard lock(seed_log().mutex);
+    seed_log().seeds.clear();
   }
   void OnTestEnd(const ::testing::TestInfo& test) override {
     if (!test.result()->Failed()) return;
